@@ -1,0 +1,209 @@
+//! From flags to hint declarations: what each flag declares (DESIGN.md's
+//! flag table), the contradictions between flags, and how router-wide
+//! defaults fill what a tool leaves open.
+
+use crate::attr::{Flag, FlagKind};
+use crate::ctxt::Ctxt;
+use crate::hint::Hint;
+
+/// One hint's declaration: its value and the flag that declared it.
+#[derive(Clone, Copy, Debug)]
+pub struct Decl {
+    pub value: bool,
+    pub by: Flag,
+    /// Declared as a consequence of `read_only` (destructiveHint false,
+    /// idempotentHint true), not by a flag naming the hint itself.
+    pub implied: bool,
+}
+
+/// The declarations of the four hints, indexed by [`Hint::index`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Decls([Option<Decl>; 4]);
+
+impl Decls {
+    pub fn get(&self, hint: Hint) -> Option<Decl> {
+        self.0[hint.index()]
+    }
+
+    /// The value on the wire: the declared one, else the spec default.
+    pub fn effective(&self, hint: Hint) -> bool {
+        self.get(hint)
+            .map_or_else(|| hint.spec_default(), |decl| decl.value)
+    }
+
+    pub fn is_declared(&self, hint: Hint) -> bool {
+        self.get(hint).is_some()
+    }
+
+    /// The read/write side is settled by `read_only`, or by both an
+    /// idempotency and a destructiveness declaration on a write.
+    pub fn read_write_settled(&self) -> bool {
+        self.effective(Hint::ReadOnly) && self.is_declared(Hint::ReadOnly)
+            || self.is_declared(Hint::Destructive) && self.is_declared(Hint::Idempotent)
+    }
+
+    /// Hints left to their spec defaults that the lint reports, in wire order.
+    /// readOnlyHint is not reported when destructiveHint and idempotentHint
+    /// are both declared: they already say the tool writes.
+    pub fn undeclared(&self) -> Vec<Hint> {
+        let mut open = Vec::new();
+        if !self.read_write_settled() {
+            open.extend(
+                [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent]
+                    .into_iter()
+                    .filter(|hint| !self.is_declared(*hint)),
+            );
+        }
+        if !self.is_declared(Hint::OpenWorld) {
+            open.push(Hint::OpenWorld);
+        }
+        open
+    }
+
+    /// Fills what the tool leaves open with the router's defaults. A router's
+    /// `read_only` (and what it implies) never reaches a tool that declares a
+    /// write.
+    pub fn with_defaults(mut self, router: &Decls) -> Decls {
+        let tool_writes = self.get(Hint::ReadOnly).is_some_and(|decl| !decl.value);
+        for hint in Hint::ALL {
+            if self.is_declared(hint) {
+                continue;
+            }
+            let Some(default) = router.get(hint) else {
+                continue;
+            };
+            let from_read_only = default.implied
+                || (hint == Hint::ReadOnly && default.value);
+            if tool_writes && from_read_only {
+                continue;
+            }
+            self.0[hint.index()] = Some(default);
+        }
+        self
+    }
+}
+
+/// What a flag declares.
+fn declarations(kind: FlagKind) -> &'static [(Hint, bool, bool)] {
+    // (hint, value, implied)
+    match kind {
+        FlagKind::ReadOnly | FlagKind::Annotation(Hint::ReadOnly, true) => &[
+            (Hint::ReadOnly, true, false),
+            (Hint::Destructive, false, true),
+            (Hint::Idempotent, true, true),
+        ],
+        FlagKind::Idempotent => &[(Hint::ReadOnly, false, false), (Hint::Idempotent, true, false)],
+        FlagKind::NonIdempotent => &[
+            (Hint::ReadOnly, false, false),
+            (Hint::Idempotent, false, false),
+        ],
+        FlagKind::Destructive => &[
+            (Hint::ReadOnly, false, false),
+            (Hint::Destructive, true, false),
+        ],
+        FlagKind::Additive => &[
+            (Hint::ReadOnly, false, false),
+            (Hint::Destructive, false, false),
+        ],
+        FlagKind::OpenWorld => &[(Hint::OpenWorld, true, false)],
+        FlagKind::ClosedWorld => &[(Hint::OpenWorld, false, false)],
+        FlagKind::Annotation(Hint::ReadOnly, false) => &[(Hint::ReadOnly, false, false)],
+        FlagKind::Annotation(Hint::Destructive, true) => &[(Hint::Destructive, true, false)],
+        FlagKind::Annotation(Hint::Destructive, false) => &[(Hint::Destructive, false, false)],
+        FlagKind::Annotation(Hint::Idempotent, true) => &[(Hint::Idempotent, true, false)],
+        FlagKind::Annotation(Hint::Idempotent, false) => &[(Hint::Idempotent, false, false)],
+        FlagKind::Annotation(Hint::OpenWorld, true) => &[(Hint::OpenWorld, true, false)],
+        FlagKind::Annotation(Hint::OpenWorld, false) => &[(Hint::OpenWorld, false, false)],
+    }
+}
+
+/// Resolves flags, in the order written, into declarations. A flag that
+/// declares a hint differently from an earlier flag is an error spanned at
+/// the later flag; the earlier declaration stands.
+pub fn resolve(flags: &[Flag], cx: &mut Ctxt) -> Decls {
+    let mut decls = Decls::default();
+    for flag in flags {
+        let mut contradicted = None;
+        for &(hint, value, _) in declarations(flag.kind) {
+            if let Some(earlier) = decls.get(hint)
+                && earlier.value != value
+            {
+                contradicted = Some((hint, earlier));
+                break;
+            }
+        }
+        if let Some((hint, earlier)) = contradicted {
+            cx.error(flag.span, contradiction(flag.kind, earlier.by.kind, hint));
+            continue;
+        }
+        for &(hint, value, implied) in declarations(flag.kind) {
+            let slot = &mut decls.0[hint.index()];
+            // An explicit declaration outranks the same value implied by
+            // `read_only`, so messages name the flag the user wrote.
+            if slot.is_none_or(|decl| decl.implied && !implied) {
+                *slot = Some(Decl {
+                    value,
+                    by: *flag,
+                    implied,
+                });
+            }
+        }
+    }
+    decls
+}
+
+/// "`later` contradicts `earlier`: why".
+fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
+    let is_read_only =
+        |kind| matches!(kind, FlagKind::ReadOnly | FlagKind::Annotation(Hint::ReadOnly, true));
+    let pair = |a: FlagKind, b: FlagKind| -> Option<FlagKind> {
+        if is_read_only(a) {
+            Some(b)
+        } else if is_read_only(b) {
+            Some(a)
+        } else {
+            None
+        }
+    };
+    let why = match pair(later, earlier) {
+        Some(FlagKind::Destructive | FlagKind::Annotation(Hint::Destructive, true)) => {
+            "a read-only tool destroys nothing".to_owned()
+        }
+        Some(FlagKind::NonIdempotent | FlagKind::Annotation(Hint::Idempotent, false)) => {
+            "a read-only tool has no effect to repeat, so it is idempotent".to_owned()
+        }
+        Some(FlagKind::Idempotent) => "`idempotent` declares a write (readOnlyHint false); a \
+             read-only tool is idempotent already, so drop `idempotent`"
+            .to_owned(),
+        Some(FlagKind::Additive) => {
+            "`additive` declares a write (readOnlyHint false) that only adds".to_owned()
+        }
+        Some(_) => "`read_only` declares a tool that writes nothing".to_owned(),
+        None => match hint {
+            Hint::Idempotent => "a tool is idempotent or it is not: keep the one that is true".to_owned(),
+            Hint::Destructive => {
+                "a write either may destroy or overwrite (`destructive`) or only adds (`additive`)"
+                    .to_owned()
+            }
+            Hint::OpenWorld => {
+                "a tool reaches external entities (`open_world`) or stays in its own domain \
+                 (`closed_world`)"
+                    .to_owned()
+            }
+            Hint::ReadOnly => format!(
+                "{} declares readOnlyHint {}, {} declares it {}",
+                earlier.syntax(),
+                !declares_write(earlier),
+                later.syntax(),
+                !declares_write(later)
+            ),
+        },
+    };
+    format!("{} contradicts {}: {why}", later.syntax(), earlier.syntax())
+}
+
+fn declares_write(kind: FlagKind) -> bool {
+    declarations(kind)
+        .iter()
+        .any(|&(hint, value, _)| hint == Hint::ReadOnly && !value)
+}

@@ -1,0 +1,47 @@
+//! Procedural macros of [`mcp-hints`](https://docs.rs/mcp-hints): `#[tool]`,
+//! `#[tool_router]` and `#[tool_handler]`.
+//!
+//! Depend on `mcp-hints`, which re-exports these macros and everything the
+//! generated code needs; the documentation of each macro lives there.
+//!
+//! Each macro runs parse -> validate -> expand: [`attr`] parses arguments
+//! into spanned structs, [`decl`] and [`name`] check them, collecting every
+//! error in a [`ctxt::Ctxt`], and [`expand`] generates code. When there are
+//! errors, [`fallback`] still emits the user's items, so one mistake gives
+//! one error.
+
+mod attr;
+mod ctxt;
+mod decl;
+mod expand;
+mod fallback;
+mod handler;
+mod hint;
+mod lint;
+mod model;
+mod name;
+mod router;
+mod suggest;
+
+use proc_macro::TokenStream;
+
+/// Declares one MCP tool; see `mcp_hints::tool`.
+#[proc_macro_attribute]
+pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
+    router::standalone_tool(args.into(), item.into()).into()
+}
+
+/// Registers every `#[tool]` of an impl block; see `mcp_hints::tool_router`.
+#[proc_macro_attribute]
+pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
+    router::tool_router(args.into(), item.into()).into()
+}
+
+/// Serves a tool router from an `impl ServerHandler`; see
+/// `mcp_hints::tool_handler`.
+#[proc_macro_attribute]
+pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
+    handler::tool_handler(args.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
