@@ -43,11 +43,11 @@ pub fn message(tool_name: &str, decls: &Decls) -> Option<String> {
     let writes = !decls.effective(Hint::ReadOnly);
     if writes && !decls.effective(Hint::Idempotent) {
         consequences.push(format!(
-            "never resend `{tool_name}` after a timeout but read back first"
+            "never resend `{tool_name}` after a timeout (they must read back first)"
         ));
     }
     if writes && undeclared.contains(&Hint::Destructive) {
-        consequences.push("treat it as destructive and may ask before every call".to_owned());
+        consequences.push("may ask for confirmation before every call".to_owned());
     }
     if undeclared.contains(&Hint::OpenWorld) {
         consequences.push("treat it as reaching external entities".to_owned());
@@ -71,8 +71,8 @@ pub fn message(tool_name: &str, decls: &Decls) -> Option<String> {
 
     let hints: Vec<&str> = undeclared.iter().map(|hint| hint.wire_name()).collect();
     Some(format!(
-        "tool `{tool_name}` leaves {} undeclared: clients will assume {}, so they will {}; \
-         declare {}, or silence this with `{SILENCE}`",
+        "tool `{tool_name}` leaves {} undeclared, so clients will assume {}: they will {}; \
+         declare {} (or silence this with `{SILENCE}`)",
         join(&hints),
         join(&assumed),
         join(&consequences),

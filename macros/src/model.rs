@@ -20,6 +20,9 @@ pub struct ToolFn {
     pub decls: Decls,
     /// `#[cfg(...)]` on the method, repeated on everything generated for it.
     pub cfgs: Vec<Attribute>,
+    /// The path of the `#[tool]` attribute, when `#[tool_router]` expands
+    /// the tool (and leaves a marker with that path on the method).
+    pub router_path: Option<syn::Path>,
 }
 
 /// Is this attribute a `#[tool]` (or a path ending in `tool`)?
@@ -64,6 +67,7 @@ pub fn tool_fn(mut item: ImplItemFn, args: TokenStream, cx: &mut Ctxt) -> ToolFn
         name_span,
         decls,
         cfgs,
+        router_path: None,
     }
 }
 

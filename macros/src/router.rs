@@ -42,7 +42,11 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
             ));
         }
         match model::tool_attr_args(first) {
-            Ok(args) => tools.push((index, model::tool_fn(method.clone(), args, &mut cx))),
+            Ok(args) => {
+                let mut tool = model::tool_fn(method.clone(), args, &mut cx);
+                tool.router_path = Some(first.path().clone());
+                tools.push((index, tool));
+            }
             Err(error) => cx.push(error),
         }
     }
@@ -131,6 +135,9 @@ pub fn server_handler(item_impl: &ItemImpl, args: &RouterArgs) -> TokenStream {
 /// `#[tool_router]`): the tool's definition function and the method. No
 /// router defaults reach it.
 pub fn standalone_tool(args: TokenStream, item: TokenStream) -> TokenStream {
+    if args.to_string() == expand::EXPANDED {
+        return item;
+    }
     let method = match syn::parse2::<ImplItemFn>(item.clone()) {
         Ok(method) => method,
         Err(error) => {
