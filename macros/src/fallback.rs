@@ -4,7 +4,7 @@
 //! cascade of "cannot find function" errors.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{format_ident, quote};
 use syn::{ImplItem, ItemImpl};
 
 use crate::attr::RouterArgs;
@@ -16,9 +16,17 @@ use crate::router::server_handler;
 /// function, and the handler when one was asked for.
 pub fn router(mut item_impl: ItemImpl, args: &RouterArgs) -> TokenStream {
     let p = private();
+    let expanded = format_ident!("{}", expand::EXPANDED);
     for item in &mut item_impl.items {
         if let ImplItem::Fn(method) = item {
-            method.attrs.retain(|attr| !model::is_tool_attr(attr));
+            // The marker keeps the user's `use mcp_hints::tool` in use, so
+            // no "unused import" warning joins the real errors.
+            for attr in &mut method.attrs {
+                if model::is_tool_attr(attr) {
+                    let path = attr.path().clone();
+                    *attr = syn::parse_quote!(#[#path(#expanded)]);
+                }
+            }
         }
     }
     let router = &args.router;

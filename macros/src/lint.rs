@@ -39,24 +39,27 @@ pub fn message(tool_name: &str, decls: &Decls) -> Option<String> {
         .map(|hint| format!("{} {}", hint.wire_name(), hint.spec_default()))
         .collect();
 
-    let mut consequences = Vec::new();
+    let open = |hint| undeclared.contains(&hint);
     let writes = !decls.effective(Hint::ReadOnly);
-    if writes && !decls.effective(Hint::Idempotent) {
+    let mut consequences = Vec::new();
+    if writes
+        && !decls.effective(Hint::Idempotent)
+        && (open(Hint::ReadOnly) || open(Hint::Idempotent))
+    {
         consequences.push(format!(
-            "never resend `{tool_name}` after a timeout (they must read back first)"
+            "will never resend `{tool_name}` after a timeout (they must read back first)"
         ));
     }
-    if writes && undeclared.contains(&Hint::Destructive) {
+    if writes && open(Hint::Destructive) {
         consequences.push("may ask for confirmation before every call".to_owned());
     }
-    if undeclared.contains(&Hint::OpenWorld) {
-        consequences.push("treat it as reaching external entities".to_owned());
+    if open(Hint::OpenWorld) {
+        consequences.push("will treat it as reaching external entities".to_owned());
     }
 
     let mut fixes = Vec::new();
-    let open = |hint| undeclared.contains(&hint);
     if open(Hint::ReadOnly) {
-        fixes.push("`read_only`, or `idempotent`/`non_idempotent` with `destructive`/`additive`");
+        fixes.push("`read_only` (or `idempotent`/`non_idempotent` with `destructive`/`additive`)");
     } else {
         if open(Hint::Idempotent) {
             fixes.push("`idempotent` or `non_idempotent`");
@@ -71,12 +74,12 @@ pub fn message(tool_name: &str, decls: &Decls) -> Option<String> {
 
     let hints: Vec<&str> = undeclared.iter().map(|hint| hint.wire_name()).collect();
     Some(format!(
-        "tool `{tool_name}` leaves {} undeclared, so clients will assume {}: they will {}; \
-         declare {} (or silence this with `{SILENCE}`)",
+        "tool `{tool_name}` leaves {} undeclared, so clients will assume {}: they {}; \
+         declare {}, or silence it with `{SILENCE}`",
         join(&hints),
         join(&assumed),
         join(&consequences),
-        fixes.join(" and "),
+        fixes.join(", and "),
     ))
 }
 
@@ -97,7 +100,7 @@ pub fn emit(level: LintLevel, message: &str, tool_fn: &Ident) -> TokenStream {
             quote! { #definition #usage }
         }
         LintLevel::Deny => {
-            let message = format!("{message} (`undeclared_hints` is denied)");
+            let message = format!("`undeclared_hints` is denied: {message}");
             syn::Error::new(span, message).into_compile_error()
         }
     }

@@ -41,7 +41,7 @@ pub use rmcp;
 /// | `annotations(read_only_hint = true, ..., title = "...")` | rmcp's syntax; each hint given counts as declared |
 /// | `input_schema = ...`, `output_schema = ...` | schemas (default: from `Parameters<T>` and `Json<T>`) |
 /// | `icons = ...`, `meta = ...` | as in rmcp |
-/// | `local` | the future need not be `Send` |
+/// | `local` | the future need not be `Send` (with rmcp's `local` feature) |
 /// | `allow(undeclared_hints)` / `warn(...)` / `deny(...)` | the lint level for this tool |
 ///
 /// # Errors
