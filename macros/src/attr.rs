@@ -143,10 +143,7 @@ impl Seen {
     /// Records `key`; reports it when it was given before.
     fn first_time(&mut self, key: &str, span: Span, cx: &mut Ctxt) -> bool {
         if self.0.iter().any(|seen| seen == key) {
-            cx.error(
-                span,
-                format!("`{key}` is given twice: remove one of them"),
-            );
+            cx.error(span, format!("`{key}` is given twice: remove one of them"));
             return false;
         }
         self.0.push(key.to_owned());
@@ -196,7 +193,12 @@ pub fn parse_tool_args(tokens: TokenStream, cx: &mut Ctxt) -> ToolArgs {
             "local" => args.local = parse_switch(&meta)?,
             // annotations(title = "...", read_only_hint = <bool>, ...)
             "annotations" => parse_annotations(&meta, &mut args, cx)?,
-            _ => unknown_key(&meta, &key, &[&HINT_FLAGS[..], &TOOL_KEYS, &LINT_LEVELS], cx)?,
+            _ => unknown_key(
+                &meta,
+                &key,
+                &[&HINT_FLAGS[..], &TOOL_KEYS, &LINT_LEVELS],
+                cx,
+            )?,
         }
         Ok(())
     });
@@ -337,7 +339,11 @@ fn parse_switch(meta: &ParseNestedMeta) -> syn::Result<bool> {
     Ok(true)
 }
 
-fn parse_annotations(meta: &ParseNestedMeta, args: &mut ToolArgs, cx: &mut Ctxt) -> syn::Result<()> {
+fn parse_annotations(
+    meta: &ParseNestedMeta,
+    args: &mut ToolArgs,
+    cx: &mut Ctxt,
+) -> syn::Result<()> {
     let mut seen = Seen::default();
     meta.parse_nested_meta(|entry| {
         let key = key_of(&entry);

@@ -72,8 +72,7 @@ impl Decls {
             let Some(default) = router.get(hint) else {
                 continue;
             };
-            let from_read_only = default.implied
-                || (hint == Hint::ReadOnly && default.value);
+            let from_read_only = default.implied || (hint == Hint::ReadOnly && default.value);
             if tool_writes && from_read_only {
                 continue;
             }
@@ -92,7 +91,10 @@ fn declarations(kind: FlagKind) -> &'static [(Hint, bool, bool)] {
             (Hint::Destructive, false, true),
             (Hint::Idempotent, true, true),
         ],
-        FlagKind::Idempotent => &[(Hint::ReadOnly, false, false), (Hint::Idempotent, true, false)],
+        FlagKind::Idempotent => &[
+            (Hint::ReadOnly, false, false),
+            (Hint::Idempotent, true, false),
+        ],
         FlagKind::NonIdempotent => &[
             (Hint::ReadOnly, false, false),
             (Hint::Idempotent, false, false),
@@ -154,8 +156,12 @@ pub fn resolve(flags: &[Flag], cx: &mut Ctxt) -> Decls {
 
 /// "`later` contradicts `earlier`: why".
 fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
-    let is_read_only =
-        |kind| matches!(kind, FlagKind::ReadOnly | FlagKind::Annotation(Hint::ReadOnly, true));
+    let is_read_only = |kind| {
+        matches!(
+            kind,
+            FlagKind::ReadOnly | FlagKind::Annotation(Hint::ReadOnly, true)
+        )
+    };
     let pair = |a: FlagKind, b: FlagKind| -> Option<FlagKind> {
         if is_read_only(a) {
             Some(b)
@@ -180,7 +186,9 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
         }
         Some(_) => "`read_only` declares a tool that writes nothing".to_owned(),
         None => match hint {
-            Hint::Idempotent => "a tool is idempotent or it is not: keep the one that is true".to_owned(),
+            Hint::Idempotent => {
+                "a tool is idempotent or it is not: keep the one that is true".to_owned()
+            }
             Hint::Destructive => {
                 "a write either may destroy or overwrite (`destructive`) or only adds (`additive`)"
                     .to_owned()

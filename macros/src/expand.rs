@@ -54,9 +54,8 @@ pub fn tool(tool: &ToolFn, decls: &Decls, level: LintLevel) -> TokenStream {
         .as_ref()
         .map(|schema| quote!(#schema))
         .or_else(|| {
-            json_output_type(&tool.item.sig.output).map(
-                |ty| quote!(#p::rmcp::handler::server::tool::schema_for_output::<#ty>()),
-            )
+            json_output_type(&tool.item.sig.output)
+                .map(|ty| quote!(#p::rmcp::handler::server::tool::schema_for_output::<#ty>()))
         })
         .map(|schema| quote!(.with_raw_output_schema(#schema)));
     let title = args.title.as_ref().map(|title| quote!(.with_title(#title)));
@@ -257,10 +256,10 @@ pub fn handler_methods(options: &HandlerOptions, existing: &[Ident]) -> Vec<Toke
         });
     }
     if !has("get_info") {
-        let name = options
-            .name
-            .as_ref()
-            .map_or_else(|| quote!(::core::env!("CARGO_CRATE_NAME")), |name| quote!(#name));
+        let name = options.name.as_ref().map_or_else(
+            || quote!(::core::env!("CARGO_CRATE_NAME")),
+            |name| quote!(#name),
+        );
         let version = options
             .version
             .as_ref()

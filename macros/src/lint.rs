@@ -20,11 +20,12 @@ pub const SILENCE: &str = "#[tool(allow(undeclared_hints))]";
 /// crate-wide default (warn, or deny with the `deny-undeclared-hints`
 /// feature).
 pub fn level(tool: Option<LintLevel>, router: Option<LintLevel>) -> LintLevel {
-    tool.or(router).unwrap_or(if cfg!(feature = "deny-undeclared-hints") {
-        LintLevel::Deny
-    } else {
-        LintLevel::Warn
-    })
+    tool.or(router)
+        .unwrap_or(if cfg!(feature = "deny-undeclared-hints") {
+            LintLevel::Deny
+        } else {
+            LintLevel::Warn
+        })
 }
 
 /// The diagnostic text for a tool that leaves `undeclared` open, or `None`
@@ -112,7 +113,10 @@ fn join(items: &[impl AsRef<str>]) -> String {
         [one] => one.as_ref().to_owned(),
         [init @ .., last] => format!(
             "{} and {}",
-            init.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", "),
+            init.iter()
+                .map(AsRef::as_ref)
+                .collect::<Vec<_>>()
+                .join(", "),
             last.as_ref()
         ),
     }

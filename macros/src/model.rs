@@ -41,10 +41,7 @@ pub fn tool_fn(mut item: ImplItemFn, args: TokenStream, cx: &mut Ctxt) -> ToolFn
 
     let (name, name_span) = match &args.name {
         Some(lit) => (lit.value(), lit.span()),
-        None => (
-            unraw(&item.sig.ident.to_string()),
-            item.sig.ident.span(),
-        ),
+        None => (unraw(&item.sig.ident.to_string()), item.sig.ident.span()),
     };
     if let Some(problem) = name::problem(&name) {
         let hint = if args.name.is_some() {

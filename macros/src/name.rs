@@ -41,7 +41,11 @@ mod tests {
     #[test]
     fn rejects_empty_long_and_foreign_characters() {
         assert_eq!(problem("").as_deref(), Some("a tool name cannot be empty"));
-        assert!(problem(&"a".repeat(129)).unwrap().contains("129 characters"));
+        assert!(
+            problem(&"a".repeat(129))
+                .unwrap()
+                .contains("129 characters")
+        );
         assert!(problem("get user").unwrap().contains("' '"));
         assert!(problem("café").unwrap().contains("'é'"));
     }

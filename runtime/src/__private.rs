@@ -2,10 +2,10 @@
 
 pub use rmcp;
 
+use rmcp::RoleServer;
 use rmcp::model::{
     CacheScope, ListToolsResult, MetaObject, ProtocolVersion, ResultType, Tool, ToolAnnotations,
 };
-use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 
@@ -38,7 +38,7 @@ pub fn with_hints(
             (hint.wire_name().to_owned(), provenance.as_str().into())
         })
         .collect();
-    let mut meta = tool.meta.take().unwrap_or_else(MetaObject::new);
+    let mut meta = tool.meta.take().unwrap_or_default();
     meta.0
         .insert(PROVENANCE_META_KEY.to_owned(), Value::Object(provenance));
     tool.with_annotations(annotations).with_meta(meta)

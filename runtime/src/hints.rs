@@ -213,7 +213,8 @@ mod tests {
 
     #[test]
     fn provenance_meta_outranks_presence() {
-        let annotations = ToolAnnotations::from_raw(None, Some(false), Some(true), Some(false), Some(true));
+        let annotations =
+            ToolAnnotations::from_raw(None, Some(false), Some(true), Some(false), Some(true));
         let meta = json!({ PROVENANCE_META_KEY: {
             "readOnlyHint": "defaulted", "destructiveHint": "declared",
             "idempotentHint": "defaulted", "openWorldHint": "declared"
