@@ -98,7 +98,7 @@ impl Notes {
         &self,
         Parameters(NewNote { text }): Parameters<NewNote>,
     ) -> Result<Json<Note>, String> {
-        let text = non_empty(text)?;
+        let text = non_empty("text", text)?;
         let mut book = self.book();
         book.next_id += 1;
         let note = Note {
@@ -115,7 +115,7 @@ impl Notes {
         &self,
         Parameters(NoteEdit { id, text }): Parameters<NoteEdit>,
     ) -> Result<Json<Note>, String> {
-        let text = non_empty(text)?;
+        let text = non_empty("text", text)?;
         let mut book = self.book();
         let note = book
             .notes
@@ -137,8 +137,11 @@ impl Notes {
     /// The weather forecast for a city, from a weather service on the open
     /// internet (simulated here: the answer is derived from the name).
     #[tool(read_only, open_world)]
-    async fn forecast(&self, Parameters(City { city }): Parameters<City>) -> Result<Json<Forecast>, String> {
-        let city = non_empty(city)?;
+    async fn forecast(
+        &self,
+        Parameters(City { city }): Parameters<City>,
+    ) -> Result<Json<Forecast>, String> {
+        let city = non_empty("city", city)?;
         let seed: u32 = city.bytes().map(u32::from).sum();
         let summaries = ["sunny", "cloudy", "rain", "windy"];
         let low = (seed % 15) as i32;
@@ -163,15 +166,19 @@ impl Notes {
         // A handler that panicked mid-update cannot leave a note half
         // written (each update is one insert or assignment), so the data
         // behind a poisoned lock is still whole.
-        self.book.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.book
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-fn non_empty(text: String) -> Result<String, String> {
-    if text.trim().is_empty() {
-        return Err("`text` must not be empty".to_owned());
+/// `value` when it has more than white space; else a tool error naming
+/// `field`.
+fn non_empty(field: &str, value: String) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err(format!("`{field}` must not be empty"));
     }
-    Ok(text)
+    Ok(value)
 }
 
 #[tokio::main]
