@@ -151,48 +151,86 @@ impl Seen {
     }
 }
 
+/// What `#[tool]` and `#[tool_router]` share: hint flags and the lint level.
+#[derive(Default)]
+struct Shared {
+    flags: Vec<Flag>,
+    lint: Option<(LintLevel, String)>,
+    seen: Seen,
+}
+
+impl Shared {
+    /// Parses `meta` when it is a hint flag or a lint level; `Ok(false)`
+    /// when it is some other key.
+    fn parse(&mut self, meta: &ParseNestedMeta, key: &str, cx: &mut Ctxt) -> syn::Result<bool> {
+        let span = meta.path.span_of_key();
+        if let Some(kind) = FlagKind::from_key(key) {
+            // read_only
+            if self.seen.first_time(key, span, cx) {
+                self.flags.push(Flag { kind, span });
+            }
+            reject_value(meta, key, cx)?;
+            return Ok(true);
+        }
+        let Some(level) = lint_level(key) else {
+            return Ok(false);
+        };
+        // allow(undeclared_hints) | warn(undeclared_hints) | deny(undeclared_hints)
+        if !parse_lint(meta, key, cx)? {
+            return Ok(true);
+        }
+        let written = format!("{key}({LINT_NAME})");
+        match &self.lint {
+            None => self.lint = Some((level, written)),
+            Some((_, earlier)) if *earlier == written => {
+                cx.error(
+                    span,
+                    format!("`{written}` is given twice: remove one of them"),
+                );
+            }
+            Some((_, earlier)) => cx.error(
+                span,
+                format!("`{written}` conflicts with `{earlier}`: keep one of them"),
+            ),
+        }
+        Ok(true)
+    }
+
+    fn level(&self) -> Option<LintLevel> {
+        self.lint.as_ref().map(|(level, _)| *level)
+    }
+}
+
 pub fn parse_tool_args(tokens: TokenStream, cx: &mut Ctxt) -> ToolArgs {
     let mut args = ToolArgs::default();
-    let mut seen = Seen::default();
+    let mut shared = Shared::default();
     let parser = syn::meta::parser(|meta| {
         let key = key_of(&meta);
-        let span = meta.path.span_of_key();
-        if let Some(kind) = FlagKind::from_key(&key) {
-            // read_only
-            if seen.first_time(&key, span, cx) {
-                args.flags.push(Flag { kind, span });
-            }
-            return reject_value(&meta, &key, cx);
-        }
-        if let Some(level) = lint_level(&key) {
-            // allow(undeclared_hints) | warn(..) | deny(..)
-            let first = seen.first_time("lint level", span, cx);
-            let parsed = parse_lint(&meta, &key, cx)?;
-            if first && parsed {
-                args.lint = Some(level);
-            }
+        if shared.parse(&meta, &key, cx)? {
             return Ok(());
         }
-        let first = seen.first_time(&key, span, cx);
+        let first = shared.seen.first_time(&key, meta.path.span_of_key(), cx);
         match key.as_str() {
             // name = "..."
-            "name" => store(&mut args.name, first, meta.value()?.parse()?),
+            "name" => store(&mut args.name, first, str_value(&meta, &key, cx)?),
             // title = "..."
-            "title" => store(&mut args.title, first, meta.value()?.parse()?),
+            "title" => store(&mut args.title, first, str_value(&meta, &key, cx)?),
             // description = "..." | description = <expr>
-            "description" => store(&mut args.description, first, meta.value()?.parse()?),
+            "description" => store(&mut args.description, first, expr_value(&meta, &key, cx)?),
             // input_schema = <expr>
-            "input_schema" => store(&mut args.input_schema, first, meta.value()?.parse()?),
+            "input_schema" => store(&mut args.input_schema, first, expr_value(&meta, &key, cx)?),
             // output_schema = <expr>
-            "output_schema" => store(&mut args.output_schema, first, meta.value()?.parse()?),
+            "output_schema" => store(&mut args.output_schema, first, expr_value(&meta, &key, cx)?),
             // icons = <expr>
-            "icons" => store(&mut args.icons, first, meta.value()?.parse()?),
+            "icons" => store(&mut args.icons, first, expr_value(&meta, &key, cx)?),
             // meta = <expr>
-            "meta" => store(&mut args.meta, first, meta.value()?.parse()?),
+            "meta" => store(&mut args.meta, first, expr_value(&meta, &key, cx)?),
             // local | local = <bool>
-            "local" => args.local = parse_switch(&meta)?,
+            "local" => args.local = switch_value(&meta, &key, cx)?.unwrap_or(args.local),
             // annotations(title = "...", read_only_hint = <bool>, ...)
-            "annotations" => parse_annotations(&meta, &mut args, cx)?,
+            "annotations" => {
+                parse_annotations(&meta, &mut shared.flags, &mut args.annotations_title, cx)?
+            }
             _ => unknown_key(
                 &meta,
                 &key,
@@ -205,6 +243,8 @@ pub fn parse_tool_args(tokens: TokenStream, cx: &mut Ctxt) -> ToolArgs {
     if let Err(error) = parser.parse2(tokens) {
         cx.push(error);
     }
+    args.lint = shared.level();
+    args.flags = shared.flags;
     args
 }
 
@@ -217,47 +257,57 @@ pub fn parse_router_args(tokens: TokenStream, cx: &mut Ctxt) -> RouterArgs {
         allow_empty: false,
         lint: None,
     };
-    let mut seen = Seen::default();
+    let mut shared = Shared::default();
     let parser = syn::meta::parser(|meta| {
         let key = key_of(&meta);
-        let span = meta.path.span_of_key();
-        if let Some(kind) = FlagKind::from_key(&key) {
-            // closed_world (a router-wide default)
-            if seen.first_time(&key, span, cx) {
-                args.flags.push(Flag { kind, span });
-            }
-            return reject_value(&meta, &key, cx);
-        }
-        if let Some(level) = lint_level(&key) {
-            // allow(undeclared_hints) | warn(..) | deny(..)
-            let first = seen.first_time("lint level", span, cx);
-            let parsed = parse_lint(&meta, &key, cx)?;
-            if first && parsed {
-                args.lint = Some(level);
-            }
+        // closed_world, ... (router-wide defaults) | allow(undeclared_hints), ...
+        if shared.parse(&meta, &key, cx)? {
             return Ok(());
         }
-        let first = seen.first_time(&key, span, cx);
+        let first = shared.seen.first_time(&key, meta.path.span_of_key(), cx);
         match key.as_str() {
             // router = <ident>
             "router" => {
-                let router: Ident = meta.value()?.parse()?;
-                if first {
-                    args.router = router;
+                if let Some(value) = expr_value(&meta, &key, cx)? {
+                    match &value {
+                        Expr::Path(path) if path.path.get_ident().is_some() => {
+                            if first {
+                                args.router = path.path.get_ident().cloned().expect("checked");
+                            }
+                        }
+                        other => cx.push(syn::Error::new_spanned(
+                            other,
+                            "`router` takes the name of the function to generate: \
+                             `router = my_router`",
+                        )),
+                    }
                 }
             }
             // vis = "pub(crate)"
             "vis" => {
-                let vis: LitStr = meta.value()?.parse()?;
-                let vis = vis.parse::<Visibility>()?;
-                if first {
-                    args.vis = vis;
+                if let Some(vis) = str_value(&meta, &key, cx)? {
+                    match vis.parse::<Visibility>() {
+                        Ok(parsed) if first => args.vis = parsed,
+                        Ok(_) => {}
+                        Err(_) => cx.error(
+                            vis.span(),
+                            format!(
+                                "`vis` takes a visibility such as \"pub\" or \"pub(crate)\", \
+                                 not {:?}",
+                                vis.value()
+                            ),
+                        ),
+                    }
                 }
             }
-            // server_handler
-            "server_handler" => args.server_handler = parse_switch(&meta)?,
-            // allow_empty
-            "allow_empty" => args.allow_empty = parse_switch(&meta)?,
+            // server_handler | server_handler = <bool>
+            "server_handler" => {
+                args.server_handler = switch_value(&meta, &key, cx)?.unwrap_or(args.server_handler);
+            }
+            // allow_empty | allow_empty = <bool>
+            "allow_empty" => {
+                args.allow_empty = switch_value(&meta, &key, cx)?.unwrap_or(args.allow_empty);
+            }
             _ => unknown_key(
                 &meta,
                 &key,
@@ -270,12 +320,14 @@ pub fn parse_router_args(tokens: TokenStream, cx: &mut Ctxt) -> RouterArgs {
     if let Err(error) = parser.parse2(tokens) {
         cx.push(error);
     }
+    args.lint = shared.level();
+    args.flags = shared.flags;
     args
 }
 
-fn store<T>(slot: &mut Option<T>, first: bool, value: T) {
-    if first {
-        *slot = Some(value);
+fn store<T>(slot: &mut Option<T>, first: bool, value: Option<T>) {
+    if first && value.is_some() {
+        *slot = value;
     }
 }
 
@@ -293,6 +345,65 @@ impl SpanOfKey for syn::Path {
         use syn::spanned::Spanned;
         self.span()
     }
+}
+
+/// `key = <expr>`. Without `=`, an error at the key, and `None`.
+fn expr_value(meta: &ParseNestedMeta, key: &str, cx: &mut Ctxt) -> syn::Result<Option<Expr>> {
+    if !meta.input.peek(Token![=]) {
+        cx.error(
+            meta.path.span_of_key(),
+            format!("`{key}` takes a value: `{key} = ...`"),
+        );
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    Ok(Some(meta.value()?.parse()?))
+}
+
+/// `key = "..."`. Anything but a string literal is an error at the value.
+fn str_value(meta: &ParseNestedMeta, key: &str, cx: &mut Ctxt) -> syn::Result<Option<LitStr>> {
+    Ok(match expr_value(meta, key, cx)? {
+        Some(Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(lit),
+            ..
+        })) => Some(lit),
+        Some(other) => {
+            cx.push(syn::Error::new_spanned(
+                other,
+                format!("`{key}` takes a string literal: `{key} = \"...\"`"),
+            ));
+            None
+        }
+        None => None,
+    })
+}
+
+/// `key` alone (true) or `key = <bool>`.
+fn switch_value(meta: &ParseNestedMeta, key: &str, cx: &mut Ctxt) -> syn::Result<Option<bool>> {
+    if !meta.input.peek(Token![=]) {
+        if meta.input.peek(syn::token::Paren) {
+            cx.error(
+                meta.path.span_of_key(),
+                format!("`{key}` takes no list: write `{key}` or `{key} = false`"),
+            );
+            skip_value(meta)?;
+            return Ok(None);
+        }
+        return Ok(Some(true));
+    }
+    Ok(match meta.value()?.parse::<Expr>()? {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(LitBool { value, .. }),
+            ..
+        }) => Some(value),
+        other => {
+            cx.push(syn::Error::new_spanned(
+                other,
+                format!("`{key}` takes `true` or `false`"),
+            ));
+            None
+        }
+    })
 }
 
 fn lint_level(key: &str) -> Option<LintLevel> {
@@ -330,56 +441,51 @@ fn parse_lint(meta: &ParseNestedMeta, level: &str, cx: &mut Ctxt) -> syn::Result
     Ok(known)
 }
 
-/// `local` or `local = true`.
-fn parse_switch(meta: &ParseNestedMeta) -> syn::Result<bool> {
-    if meta.input.peek(Token![=]) {
-        let value: LitBool = meta.value()?.parse()?;
-        return Ok(value.value);
-    }
-    Ok(true)
-}
-
 fn parse_annotations(
     meta: &ParseNestedMeta,
-    args: &mut ToolArgs,
+    flags: &mut Vec<Flag>,
+    title: &mut Option<LitStr>,
     cx: &mut Ctxt,
 ) -> syn::Result<()> {
+    if !meta.input.peek(syn::token::Paren) {
+        cx.error(
+            meta.path.span_of_key(),
+            "`annotations` takes a list: `annotations(read_only_hint = true, ...)`",
+        );
+        return skip_value(meta);
+    }
+    let content;
+    syn::parenthesized!(content in meta.input);
+    let content: TokenStream = content.parse()?;
     let mut seen = Seen::default();
-    meta.parse_nested_meta(|entry| {
+    let parser = syn::meta::parser(|entry| {
         let key = key_of(&entry);
         let span = entry.path.span_of_key();
         let first = seen.first_time(&key, span, cx);
         if key == "title" {
             // title = "..."
-            let title: LitStr = entry.value()?.parse()?;
-            store(&mut args.annotations_title, first, title);
+            store(title, first, str_value(&entry, &key, cx)?);
             return Ok(());
         }
         if let Some(hint) = Hint::from_rmcp_key(&key) {
-            // read_only_hint = <bool>
-            let value = entry.value()?;
-            let value: Expr = value.parse()?;
-            match &value {
-                Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Bool(lit),
-                    ..
-                }) => {
-                    if first {
-                        args.flags.push(Flag {
-                            kind: FlagKind::Annotation(hint, lit.value),
-                            span,
-                        });
-                    }
-                }
-                other => cx.push(syn::Error::new_spanned(
-                    other,
-                    format!("`{key}` takes `true` or `false`"),
-                )),
+            // read_only_hint | read_only_hint = <bool>
+            if let Some(value) = switch_value(&entry, &key, cx)?
+                && first
+            {
+                flags.push(Flag {
+                    kind: FlagKind::Annotation(hint, value),
+                    span,
+                });
             }
             return Ok(());
         }
         unknown_key(&entry, &key, &[&ANNOTATION_KEYS[..]], cx)
-    })
+    });
+    // `annotations()` is accepted, as rmcp accepts it.
+    if let Err(error) = parser.parse2(content) {
+        cx.push(error);
+    }
+    Ok(())
 }
 
 /// A hint flag takes no value: `read_only`, never `read_only = false`.

@@ -18,6 +18,12 @@ impl Ctxt {
         self.errors.push(error);
     }
 
+    /// How many errors so far; compare before and after a step to learn
+    /// whether it found any.
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
     pub fn has_errors(&self) -> bool {
         !self.errors.is_empty()
     }

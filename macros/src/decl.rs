@@ -124,6 +124,11 @@ fn declarations(kind: FlagKind) -> &'static [(Hint, bool, bool)] {
 /// the later flag; the earlier declaration stands.
 pub fn resolve(flags: &[Flag], cx: &mut Ctxt) -> Decls {
     let mut decls = Decls::default();
+    // rmcp's `destructive_hint`/`idempotent_hint` speak of a write, as the
+    // flags `destructive`/`idempotent` do, but only where nothing declares
+    // readOnlyHint: `read_only_hint = true, destructive_hint = false` is a
+    // common, consistent rmcp spelling of a read.
+    let mut write_hint: Option<Flag> = None;
     for flag in flags {
         let mut contradicted = None;
         for &(hint, value, _) in declarations(flag.kind) {
@@ -138,6 +143,12 @@ pub fn resolve(flags: &[Flag], cx: &mut Ctxt) -> Decls {
             cx.error(flag.span, contradiction(flag.kind, earlier.by.kind, hint));
             continue;
         }
+        if matches!(
+            flag.kind,
+            FlagKind::Annotation(Hint::Destructive | Hint::Idempotent, _)
+        ) {
+            write_hint.get_or_insert(*flag);
+        }
         for &(hint, value, implied) in declarations(flag.kind) {
             let slot = &mut decls.0[hint.index()];
             // An explicit declaration outranks the same value implied by
@@ -150,6 +161,15 @@ pub fn resolve(flags: &[Flag], cx: &mut Ctxt) -> Decls {
                 });
             }
         }
+    }
+    if let Some(flag) = write_hint
+        && !decls.is_declared(Hint::ReadOnly)
+    {
+        decls.0[Hint::ReadOnly.index()] = Some(Decl {
+            value: false,
+            by: flag,
+            implied: true,
+        });
     }
     decls
 }

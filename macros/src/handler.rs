@@ -3,7 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{Expr, ImplItem, ItemImpl};
+use syn::{Expr, ImplItem, ItemImpl, Token};
 
 use crate::ctxt::Ctxt;
 use crate::expand::{self, HandlerOptions};
@@ -11,7 +11,7 @@ use crate::suggest;
 
 const KEYS: [&str; 5] = ["router", "meta", "name", "version", "instructions"];
 
-pub fn tool_handler(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::default();
     let mut options = HandlerOptions {
         router: syn::parse_quote!(Self::tool_router()),
@@ -19,6 +19,7 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> syn::Result<TokenSt
         name: None,
         version: None,
         instructions: None,
+        prompts: false,
     };
     let parser = syn::meta::parser(|meta| {
         let key = meta
@@ -26,14 +27,12 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> syn::Result<TokenSt
             .get_ident()
             .map(ToString::to_string)
             .unwrap_or_default();
-        // key = <expr>
-        let value: Expr = meta.value()?.parse()?;
-        match key.as_str() {
-            "router" => options.router = value,
-            "meta" => options.meta = Some(value),
-            "name" => options.name = Some(value),
-            "version" => options.version = Some(value),
-            "instructions" => options.instructions = Some(value),
+        let slot = match key.as_str() {
+            "router" => None,
+            "meta" => Some(&mut options.meta),
+            "name" => Some(&mut options.name),
+            "version" => Some(&mut options.version),
+            "instructions" => Some(&mut options.instructions),
             _ => {
                 let message = match suggest::closest(&key, &KEYS) {
                     Some(found) => format!("unknown key `{key}`: did you mean `{found}`?"),
@@ -43,13 +42,37 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> syn::Result<TokenSt
                     ),
                 };
                 cx.push(syn::Error::new_spanned(&meta.path, message));
+                if meta.input.peek(Token![=]) {
+                    let _: Expr = meta.value()?.parse()?;
+                }
+                return Ok(());
             }
+        };
+        // key = <expr>
+        if !meta.input.peek(Token![=]) {
+            cx.push(syn::Error::new_spanned(
+                &meta.path,
+                format!("`{key}` takes a value: `{key} = ...`"),
+            ));
+            return Ok(());
+        }
+        let value: Expr = meta.value()?.parse()?;
+        match slot {
+            Some(slot) => *slot = Some(value),
+            None => options.router = value,
         }
         Ok(())
     });
-    syn::parse::Parser::parse2(parser, args)?;
-    let mut item_impl: ItemImpl = syn::parse2(item)?;
-    cx.check()?;
+    if let Err(error) = syn::parse::Parser::parse2(parser, args) {
+        cx.push(error);
+    }
+    let mut item_impl: ItemImpl = match syn::parse2(item.clone()) {
+        Ok(item_impl) => item_impl,
+        Err(error) => {
+            let error = error.into_compile_error();
+            return quote!(#error #item);
+        }
+    };
 
     let existing: Vec<_> = item_impl
         .items
@@ -59,8 +82,21 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> syn::Result<TokenSt
             _ => None,
         })
         .collect();
+    // rmcp's `#[prompt_handler]` on the same block serves prompts, and the
+    // generated `get_info` must announce them too. Below this attribute it
+    // is still an attribute; above it, it has already added `list_prompts`.
+    options.prompts = item_impl.attrs.iter().any(|attr| {
+        attr.path()
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "prompt_handler")
+    }) || existing.iter().any(|method| method == "list_prompts");
+    // Even with errors in the arguments the methods are added (with the
+    // defaults for what was wrong), so the type still implements the trait
+    // and no second error follows.
     for method in expand::handler_methods(&options, &existing) {
         item_impl.items.push(ImplItem::Verbatim(method));
     }
-    Ok(quote!(#item_impl))
+    let errors = cx.check().err().map(syn::Error::into_compile_error);
+    quote!(#errors #item_impl)
 }

@@ -41,7 +41,5 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `mcp_hints::tool_handler`.
 #[proc_macro_attribute]
 pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
-    handler::tool_handler(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    handler::tool_handler(args.into(), item.into()).into()
 }

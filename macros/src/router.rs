@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::{ImplItem, ImplItemFn, ItemImpl};
 
-use crate::attr::{self, RouterArgs};
+use crate::attr::{self, LintLevel, RouterArgs};
 use crate::ctxt::Ctxt;
 use crate::decl::{self, Decls};
 use crate::expand::{self, HandlerOptions};
@@ -23,12 +23,24 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#error #item);
         }
     };
+    if let Some((trait_path, _)) = &item_impl.trait_ {
+        cx.push(syn::Error::new_spanned(
+            trait_path,
+            "`#[tool_router]` goes on an inherent impl block (`impl Type { ... }`), not on \
+             an impl of a trait",
+        ));
+        let errors = cx.check().err().map(syn::Error::into_compile_error);
+        let item_impl = fallback::unmarked(item_impl);
+        return quote!(#errors #item_impl);
+    }
     let defaults = decl::resolve(&router_args.flags, &mut cx);
 
-    // Parse: every method carrying `#[tool]` becomes a model, in order.
-    let mut tools: Vec<(usize, ToolFn)> = Vec::new();
-    for (index, impl_item) in item_impl.items.iter().enumerate() {
+    // Parse: every method carrying `#[tool]` becomes a model, in order, and
+    // remembers whether it was free of errors.
+    let mut tools: Vec<(usize, ToolFn, bool)> = Vec::new();
+    for (index, impl_item) in item_impl.items.iter_mut().enumerate() {
         let ImplItem::Fn(method) = impl_item else {
+            strip_misplaced_tool_attrs(impl_item, &mut cx);
             continue;
         };
         let mut tool_attrs = method.attrs.iter().filter(|attr| model::is_tool_attr(attr));
@@ -41,18 +53,23 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
                 "`#[tool]` is given twice on this method: merge the two into one",
             ));
         }
-        match model::tool_attr_args(first) {
-            Ok(args) => {
-                let mut tool = model::tool_fn(method.clone(), args, &mut cx);
-                tool.router_path = Some(first.path().clone());
-                tools.push((index, tool));
+        let errors_before = cx.len();
+        let args = match model::tool_attr_args(first) {
+            Ok(args) => args,
+            Err(error) => {
+                cx.push(error);
+                TokenStream::new()
             }
-            Err(error) => cx.push(error),
-        }
+        };
+        let path = first.path().clone();
+        let mut tool = model::tool_fn(method.clone(), args, &mut cx);
+        tool.router_path = Some(path);
+        tools.push((index, tool, cx.len() == errors_before));
     }
 
     // Validate what only the router as a whole can see.
-    check_unique_names(&tools, &mut cx);
+    let tool_refs: Vec<&ToolFn> = tools.iter().map(|(_, tool, _)| tool).collect();
+    check_unique_names(&tool_refs, &mut cx);
     if tools.is_empty() && !router_args.allow_empty && !cx.has_errors() {
         cx.push(syn::Error::new_spanned(
             &item_impl.self_ty,
@@ -63,41 +80,67 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
             ),
         ));
     }
-    if let Err(errors) = cx.check() {
-        let errors = errors.into_compile_error();
-        let fallback = fallback::router(item_impl, &router_args);
-        return quote!(#errors #fallback);
-    }
 
-    // Expand.
-    for (index, tool) in &tools {
-        let decls = tool.decls.with_defaults(&defaults);
-        let level = lint::level(tool.args.lint, router_args.lint);
-        item_impl.items[*index] = ImplItem::Verbatim(expand::tool(tool, &decls, level));
+    // Expand. A tool with errors gets a stand-in, so that the rest of the
+    // user's code still finds what it refers to; lint warnings wait until
+    // the errors are fixed.
+    let failed = cx.has_errors();
+    for (index, tool, valid) in &tools {
+        item_impl.items[*index] = ImplItem::Verbatim(if *valid {
+            let decls = tool.decls.with_defaults(&defaults);
+            let level = if failed {
+                LintLevel::Allow
+            } else {
+                lint::level(tool.args.lint, router_args.lint)
+            };
+            expand::tool(tool, &decls, level)
+        } else {
+            fallback::tool(tool)
+        });
     }
-    let tool_refs: Vec<&ToolFn> = tools.iter().map(|(_, tool)| tool).collect();
-    let router_fn = expand::router_fn(&router_args.router, &router_args.vis, &tool_refs);
+    let valid: Vec<&ToolFn> = tools
+        .iter()
+        .filter(|(_, _, valid)| *valid)
+        .map(|(_, tool, _)| tool)
+        .collect();
+    let router_fn = expand::router_fn(&router_args.router, &router_args.vis, &valid);
     item_impl.items.push(ImplItem::Verbatim(router_fn));
     let handler = router_args
         .server_handler
         .then(|| server_handler(&item_impl, &router_args));
-    quote!(#item_impl #handler)
+    let errors = cx.check().err().map(syn::Error::into_compile_error);
+    quote!(#errors #item_impl #handler)
+}
+
+/// `#[tool]` on an associated const or type: one error, and the attribute
+/// removed so that no second error follows from it.
+fn strip_misplaced_tool_attrs(item: &mut ImplItem, cx: &mut Ctxt) {
+    let attrs = match item {
+        ImplItem::Const(item) => &mut item.attrs,
+        ImplItem::Type(item) => &mut item.attrs,
+        ImplItem::Macro(item) => &mut item.attrs,
+        _ => return,
+    };
+    attrs.retain(|attr| {
+        let misplaced = model::is_tool_attr(attr);
+        if misplaced {
+            cx.push(syn::Error::new_spanned(
+                attr,
+                "`#[tool]` goes on a method: a tool is a method of the impl block",
+            ));
+        }
+        !misplaced
+    });
 }
 
 /// Two tools with one name in one router: rmcp keeps the last silently, so
-/// the first would never be called. Tools under `#[cfg]` are left out, since
-/// only one of two alternatives may be compiled.
-fn check_unique_names(tools: &[(usize, ToolFn)], cx: &mut Ctxt) {
-    let unconditional: Vec<&ToolFn> = tools
-        .iter()
-        .map(|(_, tool)| tool)
-        .filter(|tool| tool.cfgs.is_empty())
-        .collect();
-    for (position, tool) in unconditional.iter().enumerate() {
-        if let Some(first) = unconditional[..position]
+/// the first would never be called.
+fn check_unique_names(tools: &[&ToolFn], cx: &mut Ctxt) {
+    for (position, tool) in tools.iter().enumerate() {
+        let earlier = tools[..position]
             .iter()
-            .find(|earlier| earlier.name == tool.name)
-        {
+            .find(|earlier| earlier.name == tool.name && may_coexist(&earlier.cfgs, &tool.cfgs));
+        if let Some(first) = earlier {
             cx.error(
                 tool.name_span,
                 format!(
@@ -110,6 +153,22 @@ fn check_unique_names(tools: &[(usize, ToolFn)], cx: &mut Ctxt) {
     }
 }
 
+/// Whether two tools can be compiled together: yes unless both carry
+/// `#[cfg]`s and these differ (they may be alternatives, like
+/// `cfg(feature = "x")` and `cfg(not(feature = "x"))`).
+fn may_coexist(a: &[syn::Attribute], b: &[syn::Attribute]) -> bool {
+    if a.is_empty() || b.is_empty() {
+        return true;
+    }
+    let tokens = |attrs: &[syn::Attribute]| {
+        attrs
+            .iter()
+            .map(|attr| attr.to_token_stream().to_string())
+            .collect::<Vec<_>>()
+    };
+    tokens(a) == tokens(b)
+}
+
 /// `impl ServerHandler for Self` serving this router (`server_handler`).
 pub fn server_handler(item_impl: &ItemImpl, args: &RouterArgs) -> TokenStream {
     let p = expand::private();
@@ -120,6 +179,7 @@ pub fn server_handler(item_impl: &ItemImpl, args: &RouterArgs) -> TokenStream {
         name: None,
         version: None,
         instructions: None,
+        prompts: false,
     };
     let methods = expand::handler_methods(&options, &[]);
     let self_ty = &item_impl.self_ty;
@@ -140,8 +200,12 @@ pub fn standalone_tool(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     let method = match syn::parse2::<ImplItemFn>(item.clone()) {
         Ok(method) => method,
-        Err(error) => {
-            let error = error.into_compile_error();
+        Err(_) => {
+            let error = syn::Error::new_spanned(
+                &item,
+                "`#[tool]` goes on a method (or a function): a tool is something to call",
+            )
+            .into_compile_error();
             return quote!(#error #item);
         }
     };
