@@ -3,6 +3,7 @@
 pub use rmcp;
 
 use rmcp::RoleServer;
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::model::{
     CacheScope, ListToolsResult, MetaObject, ProtocolVersion, ResultType, Tool, ToolAnnotations,
 };
@@ -10,6 +11,14 @@ use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 
 use crate::hints::{Hint, PROVENANCE_META_KEY, Provenance};
+
+/// Registers a route whose tool name `#[tool_router]` has already checked
+/// against the spec's rule at compile time. rmcp's `ToolRouter::add_route`
+/// checks it again on every call, and `#[tool_handler]` builds the router on
+/// every request, so the check would be paid per request.
+pub fn add_route<S>(router: &mut ToolRouter<S>, route: ToolRoute<S>) {
+    router.map.insert(route.attr.name.clone(), route);
+}
 
 /// Puts all four hints on `tool` and records their provenance in `_meta`.
 pub fn with_hints(
