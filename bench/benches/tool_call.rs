@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion};
 use mcp_hints_bench::hints_server::HintsServer;
 use mcp_hints_bench::rmcp_server::RmcpServer;
-use mcp_hints_bench::{call_requests, connect};
+use mcp_hints_bench::{call_requests, connect, median};
 use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use tokio::runtime::Runtime;
@@ -100,17 +100,6 @@ fn interleaved(
         }
     }
     times
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    if sorted.len().is_multiple_of(2) {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
-    } else {
-        sorted[middle]
-    }
 }
 
 fn quantile(values: &[f64], q: f64) -> f64 {

@@ -211,6 +211,22 @@ pub fn call_requests() -> [(&'static str, CallToolRequestParams); 3] {
     ]
 }
 
+/// The median of `values` (the mean of the middle two for an even count).
+///
+/// # Panics
+///
+/// When `values` is empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len().is_multiple_of(2) {
+        (sorted[middle - 1] + sorted[middle]) / 2.0
+    } else {
+        sorted[middle]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

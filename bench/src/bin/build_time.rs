@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use mcp_hints_bench::median;
 use serde_json::Value;
 
 /// Which macros a generated crate uses.
@@ -319,17 +320,6 @@ impl Bench {
                 tool
             })
             .collect())
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    if sorted.len().is_multiple_of(2) {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
-    } else {
-        sorted[middle]
     }
 }
 
