@@ -1,9 +1,11 @@
 //! Lists the tools of an MCP server with each hint's value and whether the
 //! author declared it or left it to the spec default.
 //!
-//! Usage: `list-tools COMMAND [ARGS...]` spawns the server over stdio, e.g.
-//! `list-tools target/debug/notes`. Exits 2 when the server cannot be
-//! started or does not answer `tools/list` within the timeout.
+//! Usage: `list-tools [--timeout SECS] COMMAND [ARGS...]` spawns the server
+//! over stdio, e.g. `list-tools target/debug/notes`. Exits 2 when the server
+//! cannot be started, closes the connection, or does not answer `tools/list`
+//! within the timeout; the server and every process it started are killed
+//! then.
 //!
 //! Provenance comes from `_meta["mcp-hints/provenance"]` where a server
 //! built with `#[tool]` records it; for any other server a hint present on
@@ -12,25 +14,40 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use mcp_hints::{Hint, Provenance, ToolHints};
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::ServiceExt;
 use rmcp::model::Tool;
 use rmcp::transport::TokioChildProcess;
-use tokio::process::Command;
 
-/// How long the server has to start and answer `tools/list`.
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// List an MCP server's tools with each hint's value and provenance.
+#[derive(Parser)]
+#[command(name = "list-tools")]
+struct Args {
+    /// Seconds the server has to start and answer `tools/list`.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    timeout: u64,
+    /// The stdio server to run, and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<String>,
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let Some(program) = args.next() else {
-        eprintln!("usage: list-tools COMMAND [ARGS...]");
-        return ExitCode::from(2);
-    };
-    let mut command = Command::new(&program);
-    command.args(args);
-    match tokio::time::timeout(TIMEOUT, list(command)).await {
+    let args = Args::parse();
+    let program = args.command[0].clone();
+    let timeout = Duration::from_secs(args.timeout);
+    let outcome = tokio::time::timeout(timeout, list(&args.command)).await;
+    // A failed or timed-out listing dropped the transport, whose clean-up
+    // task kills the server's process group; let it run before exiting.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    match outcome {
         Ok(Ok(tools)) => {
             print!("{}", table(&tools));
             ExitCode::SUCCESS
@@ -41,16 +58,26 @@ async fn main() -> ExitCode {
         }
         Err(_) => {
             eprintln!(
-                "list-tools: {program}: no answer to tools/list within {}s",
-                TIMEOUT.as_secs()
+                "list-tools: {program}: no answer to initialize and tools/list within {}s \
+                 (the server was stopped)",
+                args.timeout
             );
             ExitCode::from(2)
         }
     }
 }
 
-async fn list(command: Command) -> Result<Vec<Tool>, Box<dyn std::error::Error>> {
-    let client = ().serve(TokioChildProcess::new(command)?).await?;
+async fn list(command: &[String]) -> Result<Vec<Tool>, Box<dyn std::error::Error>> {
+    let mut wrapped = CommandWrap::with_new(&command[0], |cmd| {
+        cmd.args(&command[1..]);
+    });
+    // Killing the group also stops what a wrapper script (`sh -c`, `npx`)
+    // started.
+    wrapped.wrap(ProcessGroup::leader());
+    let transport = TokioChildProcess::new(wrapped)?;
+    let client = ().serve(transport).await.map_err(|error| {
+        format!("no MCP server answered initialize ({error}); run the command alone to see why")
+    })?;
     // `list_all_tools` follows `nextCursor` until the server omits it.
     let tools = client.list_all_tools().await?;
     client.cancel().await?;

@@ -216,7 +216,26 @@ pub fn parse_tool_args(tokens: TokenStream, cx: &mut Ctxt) -> ToolArgs {
             // title = "..."
             "title" => store(&mut args.title, first, str_value(&meta, &key, cx)?),
             // description = "..." | description = <expr>
-            "description" => store(&mut args.description, first, expr_value(&meta, &key, cx)?),
+            "description" => {
+                // Any expression of a string type is accepted, as in rmcp;
+                // a literal of another type is caught here, at its span.
+                let value = expr_value(&meta, &key, cx)?.filter(|value| match value {
+                    Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(_),
+                        ..
+                    }) => true,
+                    Expr::Lit(other) => {
+                        cx.push(syn::Error::new_spanned(
+                            other,
+                            "`description` takes a string: a literal, a macro such as \
+                             `include_str!(...)`, or a constant",
+                        ));
+                        false
+                    }
+                    _ => true,
+                });
+                store(&mut args.description, first, value)
+            }
             // input_schema = <expr>
             "input_schema" => store(&mut args.input_schema, first, expr_value(&meta, &key, cx)?),
             // output_schema = <expr>

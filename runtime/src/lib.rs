@@ -73,8 +73,10 @@ pub use rmcp;
 /// naming each undeclared hint, the value clients will assume, what that
 /// means after a timeout, and the flag that fixes it. Silence it with
 /// `allow(undeclared_hints)` on the tool or the router; make it an error
-/// with `deny(undeclared_hints)`, or everywhere with the crate feature
-/// `deny-undeclared-hints` (for CI).
+/// with `deny(undeclared_hints)`, or, wherever no tool or router sets its
+/// own level, with the crate feature `deny-undeclared-hints` (for CI; Cargo
+/// unifies features, so it reaches every crate of the build that uses
+/// mcp-hints).
 ///
 /// The warning is rustc's `deprecated` lint carrying the message (stable
 /// Rust has no other warning channel for macros), so `#![deny(warnings)]`

@@ -17,6 +17,9 @@ impl S {
 
     #[tool(read_only, closed_world, local = "yes", annotations(open_world_hint = 1))]
     fn d(&self) {}
+
+    #[tool(read_only, closed_world, description = 42)]
+    fn e(&self) {}
 }
 
 fn main() {}
