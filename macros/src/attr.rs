@@ -104,15 +104,16 @@ pub struct RouterArgs {
     pub lint: Option<LintLevel>,
 }
 
-const HINT_FLAGS: [&str; 7] = [
-    "read_only",
-    "idempotent",
-    "non_idempotent",
-    "destructive",
-    "additive",
-    "open_world",
-    "closed_world",
-];
+/// The flag names, for "did you mean" (taken from the one table of flags).
+const HINT_FLAGS: [&str; 7] = {
+    let mut names = [""; 7];
+    let mut index = 0;
+    while index < names.len() {
+        names[index] = FlagKind::NAMED[index].0;
+        index += 1;
+    }
+    names
+};
 const LINT_LEVELS: [&str; 3] = ["allow", "warn", "deny"];
 const TOOL_KEYS: [&str; 9] = [
     "name",
