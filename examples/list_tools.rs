@@ -44,9 +44,11 @@ async fn main() -> ExitCode {
     let program = args.command[0].clone();
     let timeout = Duration::from_secs(args.timeout);
     let outcome = tokio::time::timeout(timeout, list(&args.command)).await;
-    // A failed or timed-out listing dropped the transport, whose clean-up
-    // task kills the server's process group; let it run before exiting.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    if !matches!(outcome, Ok(Ok(_))) {
+        // A failed or timed-out listing dropped the transport, whose clean-up
+        // task kills the server's process group; let it run before exiting.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     match outcome {
         Ok(Ok(tools)) => {
             print!("{}", table(&tools));
