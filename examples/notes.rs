@@ -1,4 +1,5 @@
-//! A notes server over stdio: real in-memory state and one tool of each kind.
+//! A notes server over stdio or streamable HTTP: real in-memory state and one
+//! tool of each kind.
 //!
 //! | tool | flags | what a client may do after a timeout |
 //! |---|---|---|
@@ -13,21 +14,36 @@
 //! network). With `--features lint-demo` the server also has `touch`, which
 //! declares nothing and draws the `undeclared_hints` warning at build time.
 //!
-//! Run: `cargo run -p mcp-hints-examples --bin notes` (speaks MCP on stdin/stdout).
+//! Run: `cargo run -p mcp-hints-examples --bin notes -- [--page-size N] [--http ADDR]`.
+//! Without `--http` it speaks MCP on stdin/stdout until stdin closes. With
+//! `--http 127.0.0.1:8080` it serves MCP over streamable HTTP at
+//! `http://127.0.0.1:8080/mcp` (port 0 picks a free port) and prints, on
+//! stderr, `notes: serving MCP over streamable HTTP at http://ADDR/mcp` with
+//! the bound address; every HTTP session shares one notebook. `--page-size N`
+//! serves `tools/list` N tools per page (0, the default: one page). Ctrl-C or
+//! SIGTERM stops either.
 
 use std::collections::BTreeMap;
+use std::error::Error;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mcp_hints::{tool, tool_router};
-use rmcp::ServiceExt;
+use clap::Parser;
+use mcp_hints::{tool, tool_handler, tool_router};
 use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The server: a notebook shared by every request of the session.
+/// The server: a notebook shared by every request of the session (over
+/// HTTP, of every session).
 #[derive(Clone, Default)]
 pub struct Notes {
     book: Arc<Mutex<Book>>,
+    /// Tools per `tools/list` page; 0 is one page of everything.
+    page_size: usize,
 }
 
 #[derive(Default)]
@@ -83,7 +99,7 @@ pub struct Forecast {
     pub low_celsius: i32,
 }
 
-#[tool_router(closed_world, server_handler)]
+#[tool_router(closed_world)]
 impl Notes {
     /// List every note, oldest first.
     #[tool(read_only)]
@@ -161,6 +177,9 @@ impl Notes {
     }
 }
 
+#[tool_handler(page_size = self.page_size)]
+impl ServerHandler for Notes {}
+
 impl Notes {
     fn book(&self) -> MutexGuard<'_, Book> {
         // A handler that panicked mid-update cannot leave a note half
@@ -181,9 +200,121 @@ fn non_empty(field: &str, value: String) -> Result<String, String> {
     Ok(value)
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let service = Notes::default().serve(rmcp::transport::stdio()).await?;
-    service.waiting().await?;
+/// Serve the notes MCP server over stdio, or over streamable HTTP.
+#[derive(Parser)]
+#[command(name = "notes")]
+struct Args {
+    /// Tools per `tools/list` page; 0 lists every tool on one page.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    page_size: usize,
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio,
+    /// e.g. 127.0.0.1:8080 (port 0 picks a free port; the address is printed
+    /// on stderr). Only requests whose Host is a loopback name are served.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let notes = Notes {
+        page_size: args.page_size,
+        ..Notes::default()
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("notes: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match &args.http {
+            Some(address) => serve_http(notes, address).await,
+            None => serve_stdio(notes).await,
+        }
+    });
+    // A read of stdin cannot be cancelled: after a signal, do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("notes: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves one session on stdin/stdout until the client closes it or a
+/// signal comes.
+async fn serve_stdio(notes: Notes) -> Result<(), Box<dyn Error>> {
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let service = tokio::select! {
+        service = notes.serve(rmcp::transport::stdio()) => service?,
+        () = &mut signal => return Ok(()),
+    };
+    let stop = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        quit = &mut waiting => {
+            quit?;
+            return Ok(());
+        }
+        () = &mut signal => stop.cancel(),
+    }
+    waiting.await?;
     Ok(())
+}
+
+/// Serves MCP over streamable HTTP at `/mcp` on `address` until a signal
+/// comes; then ends every session and lets requests in flight finish.
+async fn serve_http(notes: Notes, address: &str) -> Result<(), Box<dyn Error>> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
+    let bound = listener.local_addr()?;
+    let config = StreamableHttpServerConfig::default();
+    let sessions_end = config.cancellation_token.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(notes.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    eprintln!("notes: serving MCP over streamable HTTP at http://{bound}/mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            sessions_end.cancel();
+        })
+        .await?;
+    Ok(())
+}
+
+/// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM. Should a handler fail
+/// to install, that signal is not awaited (the process keeps its default
+/// reaction to it).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
 }

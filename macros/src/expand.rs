@@ -230,6 +230,9 @@ pub struct HandlerOptions {
     pub name: Option<Expr>,
     pub version: Option<Expr>,
     pub instructions: Option<Expr>,
+    /// `page_size = expr`: serve `tools/list` a page at a time, the
+    /// expression (evaluated per request, `Into<PageSize>`) giving the size.
+    pub page_size: Option<Expr>,
     /// Announce the prompts capability too (a `#[prompt_handler]` serves
     /// prompts from the same impl block).
     pub prompts: bool,
@@ -261,17 +264,37 @@ pub fn handler_methods(options: &HandlerOptions, existing: &[Ident]) -> Vec<Toke
             Some(meta) => quote!(::core::option::Option::Some(#meta)),
             None => quote!(::core::option::Option::None),
         };
-        methods.push(quote! {
-            async fn list_tools(
-                &self,
-                _request: ::core::option::Option<#rmcp::model::PaginatedRequestParams>,
-                context: #rmcp::service::RequestContext<#rmcp::RoleServer>,
-            ) -> ::core::result::Result<#rmcp::model::ListToolsResult, #rmcp::ErrorData> {
+        // Without `page_size`, one page of everything, the request's cursor
+        // unread (as rmcp's own handler does).
+        let body = match &options.page_size {
+            Some(page_size) => quote! {
+                #p::list_tools_page_result(
+                    #router.list_all(),
+                    request.as_ref(),
+                    #page_size,
+                    #meta,
+                    &context,
+                )
+            },
+            None => quote! {
                 ::core::result::Result::Ok(#p::list_tools_result(
                     #router.list_all(),
                     #meta,
                     &context,
                 ))
+            },
+        };
+        let request = match &options.page_size {
+            Some(_) => quote!(request),
+            None => quote!(_request),
+        };
+        methods.push(quote! {
+            async fn list_tools(
+                &self,
+                #request: ::core::option::Option<#rmcp::model::PaginatedRequestParams>,
+                context: #rmcp::service::RequestContext<#rmcp::RoleServer>,
+            ) -> ::core::result::Result<#rmcp::model::ListToolsResult, #rmcp::ErrorData> {
+                #body
             }
         });
     }

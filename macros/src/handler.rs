@@ -9,7 +9,14 @@ use crate::ctxt::Ctxt;
 use crate::expand::{self, HandlerOptions};
 use crate::suggest;
 
-const KEYS: [&str; 5] = ["router", "meta", "name", "version", "instructions"];
+const KEYS: [&str; 6] = [
+    "router",
+    "meta",
+    "name",
+    "version",
+    "instructions",
+    "page_size",
+];
 
 pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::default();
@@ -19,6 +26,7 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
         name: None,
         version: None,
         instructions: None,
+        page_size: None,
         prompts: false,
     };
     let parser = syn::meta::parser(|meta| {
@@ -33,12 +41,13 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
             "name" => Some(&mut options.name),
             "version" => Some(&mut options.version),
             "instructions" => Some(&mut options.instructions),
+            "page_size" => Some(&mut options.page_size),
             _ => {
                 let message = match suggest::closest(&key, &KEYS) {
                     Some(found) => format!("unknown key `{key}`: did you mean `{found}`?"),
                     None => format!(
                         "unknown key `{key}`: expected one of `router`, `meta`, `name`, \
-                         `version`, `instructions`"
+                         `version`, `instructions`, `page_size`"
                     ),
                 };
                 cx.push(syn::Error::new_spanned(&meta.path, message));

@@ -179,6 +179,7 @@ pub fn server_handler(item_impl: &ItemImpl, args: &RouterArgs) -> TokenStream {
         name: None,
         version: None,
         instructions: None,
+        page_size: None,
         prompts: false,
     };
     let methods = expand::handler_methods(&options, &[]);

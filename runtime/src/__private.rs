@@ -2,15 +2,17 @@
 
 pub use rmcp;
 
-use rmcp::RoleServer;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::model::{
-    CacheScope, ListToolsResult, MetaObject, ProtocolVersion, ResultType, Tool, ToolAnnotations,
+    CacheScope, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion, ResultType,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
 
 use crate::hints::{Hint, PROVENANCE_META_KEY, Provenance};
+use crate::pagination::{PageSize, list_tools_page};
 
 /// Registers a route whose tool name `#[tool_router]` has already checked
 /// against the spec's rule at compile time. rmcp's `ToolRouter::add_route`
@@ -60,15 +62,39 @@ pub fn list_tools_result(
     meta: Option<MetaObject>,
     context: &RequestContext<RoleServer>,
 ) -> ListToolsResult {
+    with_cache_hints(ListToolsResult::with_all_items(tools), meta, context)
+}
+
+/// The page of a `tools/list` result that `request`'s cursor asks for, for
+/// `#[tool_handler(page_size = ...)]`: [`list_tools_page`], with `_meta` and
+/// the cache hints of [`list_tools_result`] on every page.
+pub fn list_tools_page_result(
+    tools: Vec<Tool>,
+    request: Option<&PaginatedRequestParams>,
+    page_size: impl Into<PageSize>,
+    meta: Option<MetaObject>,
+    context: &RequestContext<RoleServer>,
+) -> Result<ListToolsResult, ErrorData> {
+    let cursor = request.and_then(|request| request.cursor.as_deref());
+    let page = list_tools_page(tools, cursor, page_size.into())?;
+    Ok(with_cache_hints(page, meta, context))
+}
+
+/// `result` with `_meta`, `resultType` "complete", and, for peers on
+/// 2026-07-28 or later, `ttlMs` 0 and `cacheScope` "public".
+fn with_cache_hints(
+    result: ListToolsResult,
+    meta: Option<MetaObject>,
+    context: &RequestContext<RoleServer>,
+) -> ListToolsResult {
     let cache_hints = context
         .protocol_version()
         .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
     ListToolsResult {
         result_type: Some(ResultType::COMPLETE),
-        tools,
         meta,
-        next_cursor: None,
         ttl_ms: cache_hints.then_some(0),
         cache_scope: cache_hints.then_some(CacheScope::Public),
+        ..result
     }
 }

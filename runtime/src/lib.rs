@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod hints;
+pub mod pagination;
 
 #[doc(hidden)]
 pub mod __private;
@@ -136,4 +137,33 @@ pub use mcp_hints_macros::tool_router;
 /// | `meta = expr` | `_meta` of every `tools/list` result |
 /// | `name = expr`, `version = expr` | `serverInfo` (default: the crate's name and version) |
 /// | `instructions = expr` | `instructions` of the `initialize` result |
+/// | `page_size = expr` | serve `tools/list` a page at a time: any `Into<`[`PageSize`](pagination::PageSize)`>` (`usize`, 0 meaning one page of everything; `NonZeroUsize`; `Option<NonZeroUsize>`), evaluated on every request, so `self.page_size` works |
+///
+/// Without `page_size`, `tools/list` returns every tool on one page and
+/// ignores the request's cursor, as rmcp's own handler does. With it, the
+/// tools come in order of name, every page but the last carries
+/// `nextCursor`, and a cursor the server did not issue for the current list
+/// gets the JSON-RPC error -32602 (Invalid params) naming the cursor; see
+/// [`pagination`] for the cursor and each error.
+///
+/// ```
+/// use mcp_hints::rmcp::ServerHandler;
+/// use mcp_hints::{tool, tool_handler, tool_router};
+///
+/// struct Clock {
+///     page_size: usize,
+/// }
+///
+/// #[tool_router(closed_world)]
+/// impl Clock {
+///     /// The time, in seconds since the Unix epoch.
+///     #[tool(read_only)]
+///     fn now(&self) -> String {
+///         "1700000000".to_owned()
+///     }
+/// }
+///
+/// #[tool_handler(page_size = self.page_size, instructions = "ask the time")]
+/// impl ServerHandler for Clock {}
+/// ```
 pub use mcp_hints_macros::tool_handler;

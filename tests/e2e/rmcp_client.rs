@@ -11,7 +11,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use mcp_hints::ToolHints;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion, Tool};
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResult, ErrorCode, PaginatedRequestParams,
+    ProtocolVersion, Tool,
+};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
@@ -87,8 +90,15 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
 
 /// Spawns a fresh `notes` server and opens a session with it.
 async fn connect(lifecycle: Lifecycle) -> Client {
+    connect_with(lifecycle, &[]).await
+}
+
+/// Spawns a fresh `notes` server with `args` and opens a session with it.
+async fn connect_with(lifecycle: Lifecycle, args: &[&str]) -> Client {
     let server = env!("CARGO_BIN_EXE_notes");
-    let transport = TokioChildProcess::new(tokio::process::Command::new(server))
+    let mut command = tokio::process::Command::new(server);
+    command.args(args);
+    let transport = TokioChildProcess::new(command)
         .unwrap_or_else(|error| panic!("cannot spawn {server}: {error}"));
     let client = match lifecycle {
         Lifecycle::Initialize => within("initialize", ().serve(transport)).await,
@@ -515,6 +525,97 @@ async fn unknown_tool_gets_a_json_rpc_error_and_the_server_keeps_serving() {
             json!([{ "id": 1, "text": "survivor" }]),
             "{lifecycle}: state after the unknown tool"
         );
+        disconnect(client, lifecycle).await;
+    }
+}
+
+#[tokio::test]
+async fn tools_list_with_a_page_size_comes_in_pages_and_refuses_a_bad_cursor() {
+    let expected: Vec<&str> = EXPECTED_TOOLS.iter().map(|tool| tool.name).collect();
+    for lifecycle in LIFECYCLES {
+        let client = connect_with(lifecycle, &["--page-size", "2"]).await;
+
+        // rmcp's client follows nextCursor to the end.
+        let all = within("list_all_tools", client.list_all_tools())
+            .await
+            .unwrap_or_else(|error| panic!("{lifecycle}: list_all_tools: {error}"));
+        let names: Vec<&str> = all.iter().map(|tool| tool.name.as_ref()).collect();
+        assert_eq!(names, expected, "{lifecycle}: every tool, in order");
+
+        // Page by page: two tools a page, nextCursor on all but the last.
+        let mut pages: Vec<Vec<String>> = Vec::new();
+        let mut cursors: Vec<String> = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor
+                .clone()
+                .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+            let page = within("tools/list", client.list_tools(params))
+                .await
+                .unwrap_or_else(|error| panic!("{lifecycle}: page after {cursor:?}: {error}"));
+            if let Lifecycle::Discover = lifecycle {
+                assert_eq!(page.ttl_ms, Some(0), "{lifecycle}: ttlMs on every page");
+                assert_eq!(page.cache_scope, Some(CacheScope::Public), "{lifecycle}");
+            }
+            pages.push(
+                page.tools
+                    .iter()
+                    .map(|tool| tool.name.to_string())
+                    .collect(),
+            );
+            match page.next_cursor {
+                Some(next) => {
+                    assert!(
+                        !cursors.contains(&next),
+                        "{lifecycle}: cursor {next} repeated"
+                    );
+                    cursors.push(next.clone());
+                    cursor = Some(next);
+                }
+                None => break,
+            }
+            assert!(pages.len() <= expected.len(), "{lifecycle}: too many pages");
+        }
+        assert_eq!(
+            pages,
+            [
+                vec!["append_note", "delete_note"],
+                vec!["forecast", "list_notes"],
+                vec!["update_note"],
+            ],
+            "{lifecycle}: the pages"
+        );
+
+        // Garbage, the empty string, and an issued cursor tampered with.
+        let tampered = format!("{}x", cursors[0]);
+        for bad in ["page-2", "", tampered.as_str()] {
+            let params = PaginatedRequestParams::default().with_cursor(Some(bad.to_owned()));
+            match within("tools/list", client.list_tools(Some(params))).await {
+                Err(ServiceError::McpError(error)) => {
+                    assert_eq!(
+                        error.code,
+                        ErrorCode::INVALID_PARAMS,
+                        "{lifecycle}: {error:?}"
+                    );
+                    assert!(
+                        error
+                            .message
+                            .starts_with(&format!("invalid tools/list cursor {bad:?}: ")),
+                        "{lifecycle}: {}",
+                        error.message
+                    );
+                    assert_eq!(
+                        error.data.as_ref().map(|data| &data["cursor"]),
+                        Some(&json!(bad)),
+                        "{lifecycle}: data names the cursor"
+                    );
+                }
+                other => panic!("{lifecycle}: cursor {bad:?}: expected -32602, got {other:?}"),
+            }
+        }
+
+        // Still serving after the refusals.
+        assert_eq!(list_notes(&client).await, json!([]), "{lifecycle}");
         disconnect(client, lifecycle).await;
     }
 }
