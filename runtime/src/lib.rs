@@ -1,13 +1,16 @@
 #![doc = include_str!("../../README.md")]
 #![warn(missing_docs)]
 
+pub mod collect;
+pub mod fingerprint;
 pub mod hints;
 pub mod pagination;
+pub mod policy;
 
 #[doc(hidden)]
 pub mod __private;
 
-pub use hints::{Hint, HintValue, PROVENANCE_META_KEY, Provenance, ToolHints};
+pub use hints::{Hint, HintError, HintValue, PROVENANCE_META_KEY, Provenance, ToolHints};
 
 /// The rmcp crate this version of `mcp-hints` generates code for, so that a
 /// server can name its types without a version mismatch.
