@@ -1,0 +1,222 @@
+//! The `mcp-hints` command: audit, lint and pin any MCP server's tools, in
+//! any language. See the README's section "Check any MCP server".
+//!
+//! The library half exists for the command and its tests; its modules are
+//! public so that other tools can reuse the live client and the lint rules.
+
+pub mod args;
+pub mod audit;
+pub mod lint;
+pub mod live;
+pub mod source;
+mod table;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anstyle::{AnsiColor, Style};
+use mcp_hints::collect::CollectOptions;
+use mcp_hints::fingerprint::Lock;
+use mcp_hints::policy::Trust;
+use serde_json::json;
+
+use crate::args::{AuditArgs, Cli, Command, LintArgs, PinArgs};
+use crate::audit::Audit;
+use crate::lint::{Finding, Rule};
+
+/// Exit status for bad or incomplete input, or a server that cannot be
+/// reached.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Runs the command line `cli` and returns its exit status.
+pub async fn run(cli: Cli) -> ExitCode {
+    let (json, result) = match cli.command {
+        Command::Audit(args) => (args.json, audit(args).await),
+        Command::Lint(args) => (args.json, lint(args).await),
+        Command::Pin(args) => (false, pin(args).await),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            if json {
+                println!("{}", json!({ "error": message }));
+            }
+            let style = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
+            let _ = writeln!(
+                anstream::stderr(),
+                "{}error{}: {message}",
+                style.render(),
+                style.render_reset()
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn print(text: &str) -> Result<(), String> {
+    let mut stdout = anstream::stdout();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| format!("cannot write the report: {error}"))
+}
+
+async fn audit(args: AuditArgs) -> Result<u8, String> {
+    let lock = args.pinned.as_deref().map(audit::read_lock).transpose()?;
+    let options = CollectOptions {
+        max_pages: args.target.max_pages,
+        fingerprints: lock.is_some(),
+        keep_definitions: lock.is_some(),
+    };
+    let (list, origin) = source::fetch(&args.target, options)
+        .await
+        .map_err(|error| error.to_string())?;
+    let drift = match (&lock, &args.pinned) {
+        (Some(lock), Some(path)) => Some((
+            path.display().to_string(),
+            lock.diff(&list).map_err(|error| error.to_string())?,
+        )),
+        _ => None,
+    };
+    let trust = if args.trusted {
+        Trust::Trusted
+    } else {
+        Trust::Untrusted
+    };
+    let audit = Audit::new(&list, trust, drift);
+    if args.json {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        audit
+            .write_json(&origin, &mut out)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+            .and_then(|()| out.flush())
+            .map_err(|error| format!("cannot write the report: {error}"))?;
+    } else {
+        print(&audit.to_text(&origin))?;
+    }
+    Ok(audit.exit_code())
+}
+
+fn enabled_rules(args: &LintArgs) -> Result<Vec<Rule>, String> {
+    let allowed = args
+        .allow
+        .iter()
+        .map(|id| Rule::parse(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let warned = args
+        .warn
+        .iter()
+        .map(|id| Rule::parse(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(both) = allowed.iter().find(|rule| warned.contains(rule)) {
+        return Err(format!("`{both}` is given to both --allow and --warn"));
+    }
+    Ok(Rule::ALL
+        .into_iter()
+        .filter(|rule| warned.contains(rule) || (rule.on_by_default() && !allowed.contains(rule)))
+        .collect())
+}
+
+async fn lint(args: LintArgs) -> Result<u8, String> {
+    let rules = enabled_rules(&args)?;
+    let options = CollectOptions {
+        max_pages: args.target.max_pages,
+        fingerprints: false,
+        keep_definitions: true,
+    };
+    let (list, origin) = source::fetch(&args.target, options)
+        .await
+        .map_err(|error| error.to_string())?;
+    let findings = lint::check(&list, &rules);
+    let level = if args.deny { "error" } else { "warning" };
+    if args.json {
+        let mut report = origin.to_json();
+        let fields = json!({
+            "rules": rules.iter().map(|rule| rule.id()).collect::<Vec<_>>(),
+            "tools": list.tools.len(),
+            "findings": findings.iter().map(|finding| json!({
+                "rule": finding.rule.id(),
+                "level": level,
+                "tool": finding.tool,
+                "page": finding.page,
+                "message": finding.message,
+                "note": finding.note,
+                "help": finding.help,
+            })).collect::<Vec<_>>(),
+        });
+        if let (serde_json::Value::Object(report), serde_json::Value::Object(fields)) =
+            (&mut report, fields)
+        {
+            report.extend(fields);
+        }
+        print(&format!("{report:#}\n"))?;
+    } else {
+        print(&lint_text(&findings, list.tools.len(), args.deny))?;
+    }
+    Ok(u8::from(args.deny && !findings.is_empty()))
+}
+
+fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
+    let (level, color) = if deny {
+        ("error", AnsiColor::Red)
+    } else {
+        ("warning", AnsiColor::Yellow)
+    };
+    let level_style = Style::new().fg_color(Some(color.into())).bold();
+    let blue = Style::new().fg_color(Some(AnsiColor::Blue.into())).bold();
+    let bold = Style::new().bold();
+    let (l, lr) = (level_style.render(), level_style.render_reset());
+    let (b, br) = (blue.render(), blue.render_reset());
+    let (s, sr) = (bold.render(), bold.render_reset());
+    let mut out = String::new();
+    for finding in findings {
+        out.push_str(&format!(
+            "{l}{level}[{}]{lr}{s}: {}{sr}\n",
+            finding.rule, finding.message
+        ));
+        out.push_str(&format!(
+            "  {b}-->{br} tool `{}` (page {})\n",
+            finding.tool, finding.page
+        ));
+        if let Some(note) = &finding.note {
+            out.push_str(&format!("   {b}={br} {s}note{sr}: {note}\n"));
+        }
+        out.push_str(&format!("   {b}={br} {s}help{sr}: {}\n\n", finding.help));
+    }
+    let mut with_findings: Vec<&str> = findings.iter().map(|f| f.tool.as_str()).collect();
+    with_findings.sort_unstable();
+    with_findings.dedup();
+    if findings.is_empty() {
+        out.push_str(&format!("no findings in {tools} tools\n"));
+    } else {
+        let plural = if findings.len() == 1 { "" } else { "s" };
+        out.push_str(&format!(
+            "{l}{level}{lr}{s}: {} finding{plural} in {} of {tools} tools{sr}\n",
+            findings.len(),
+            with_findings.len()
+        ));
+    }
+    out
+}
+
+async fn pin(args: PinArgs) -> Result<u8, String> {
+    let options = CollectOptions {
+        max_pages: args.target.max_pages,
+        fingerprints: true,
+        keep_definitions: true,
+    };
+    let (list, _origin) = source::fetch(&args.target, options)
+        .await
+        .map_err(|error| error.to_string())?;
+    let lock = Lock::of(&list).map_err(|error| error.to_string())?;
+    print(&lock.to_json())?;
+    let _ = writeln!(
+        anstream::stderr(),
+        "pinned {} tools from {} page{}",
+        list.tools.len(),
+        list.pages,
+        if list.pages == 1 { "" } else { "s" }
+    );
+    Ok(0)
+}

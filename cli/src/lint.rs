@@ -1,0 +1,460 @@
+//! The rules of `mcp-hints lint`, over a collected tool list.
+//!
+//! | rule | default | finds |
+//! |---|---|---|
+//! | `undeclared_hints` | warn | a tool whose read/write side (readOnlyHint true, or both destructiveHint and idempotentHint) or world (openWorldHint) is left to the spec's pessimistic defaults: the macro's lint of the same name, on the wire |
+//! | `contradicting_hints` | warn | readOnlyHint true declared with destructiveHint true or idempotentHint false |
+//! | `meaningless_hints` | allow | destructiveHint or idempotentHint declared beside readOnlyHint true, where the spec says they mean nothing (harmless when they agree, and `#[tool(read_only)]` emits them on purpose for clients that read them anyway) |
+//! | `misplaced_hints` | warn | a hint outside `annotations`, or a misspelt hint inside it: clients ignore both |
+//! | `missing_title` | warn | no `title` and no `annotations.title`: clients show the name to people asking for confirmation |
+//! | `invalid_tool_name` | warn | a name the spec's rule rejects: 1 to 128 of `A-Z a-z 0-9 _ - .` |
+//! | `colliding_tool_names` | warn | names that become one once a client replaces characters outside `[A-Za-z0-9_-]` (`get.user` and `get_user`) |
+//!
+//! Sources: MCP schema `Tool` and `ToolAnnotations` (2025-06-18 to
+//! 2026-07-28), the tool-name rule of 2025-11-25 (`server/tools`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use mcp_hints::collect::{ListedTool, ToolList};
+use mcp_hints::{Hint, Provenance, ToolHints};
+use serde_json::{Map, Value};
+
+/// A lint rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// See the module table.
+    UndeclaredHints,
+    /// See the module table.
+    ContradictingHints,
+    /// See the module table.
+    MeaninglessHints,
+    /// See the module table.
+    MisplacedHints,
+    /// See the module table.
+    MissingTitle,
+    /// See the module table.
+    InvalidToolName,
+    /// See the module table.
+    CollidingToolNames,
+}
+
+impl Rule {
+    /// Every rule.
+    pub const ALL: [Rule; 7] = [
+        Rule::UndeclaredHints,
+        Rule::ContradictingHints,
+        Rule::MeaninglessHints,
+        Rule::MisplacedHints,
+        Rule::MissingTitle,
+        Rule::InvalidToolName,
+        Rule::CollidingToolNames,
+    ];
+
+    /// The rule's id, e.g. `"undeclared_hints"`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::UndeclaredHints => "undeclared_hints",
+            Rule::ContradictingHints => "contradicting_hints",
+            Rule::MeaninglessHints => "meaningless_hints",
+            Rule::MisplacedHints => "misplaced_hints",
+            Rule::MissingTitle => "missing_title",
+            Rule::InvalidToolName => "invalid_tool_name",
+            Rule::CollidingToolNames => "colliding_tool_names",
+        }
+    }
+
+    /// Whether the rule runs when neither `--allow` nor `--warn` names it.
+    pub fn on_by_default(self) -> bool {
+        self != Rule::MeaninglessHints
+    }
+
+    /// The rule with id `id`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the unknown id, with the closest known one.
+    pub fn parse(id: &str) -> Result<Rule, String> {
+        if let Some(rule) = Rule::ALL.into_iter().find(|rule| rule.id() == id) {
+            return Ok(rule);
+        }
+        let closest = Rule::ALL
+            .into_iter()
+            .map(|rule| (strsim::jaro_winkler(id, rule.id()), rule))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        Err(match closest {
+            Some((_, rule)) => format!("unknown lint rule `{id}`: did you mean `{}`?", rule.id()),
+            None => format!(
+                "unknown lint rule `{id}`: the rules are {}",
+                Rule::ALL.map(Rule::id).join(", ")
+            ),
+        })
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule.
+    pub rule: Rule,
+    /// The tool it is about (the first of a collision).
+    pub tool: String,
+    /// The page the tool was served on, from 1.
+    pub page: usize,
+    /// What is wrong.
+    pub message: String,
+    /// What it means for clients, when not evident.
+    pub note: Option<String>,
+    /// How to fix it.
+    pub help: String,
+}
+
+/// Runs the rules in `enabled` over `list`, whose tools must have been
+/// collected with their definitions. Findings come in tool order, then rule
+/// order; collisions after all tools.
+pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
+    let on = |rule| enabled.contains(&rule);
+    let empty = Map::new();
+    let mut findings = Vec::new();
+    for tool in &list.tools {
+        let definition = tool.definition.as_ref().unwrap_or(&empty);
+        let mut push = |rule, message, note, help| {
+            if on(rule) {
+                findings.push(Finding {
+                    rule,
+                    tool: tool.name.clone(),
+                    page: tool.page,
+                    message,
+                    note,
+                    help,
+                });
+            }
+        };
+        if let Some((message, note, help)) = undeclared(tool) {
+            push(Rule::UndeclaredHints, message, Some(note), help);
+        }
+        for (message, help) in contradictions(&tool.name, &tool.hints) {
+            push(Rule::ContradictingHints, message, None, help);
+        }
+        if let Some((message, help)) = meaningless(&tool.name, &tool.hints) {
+            push(Rule::MeaninglessHints, message, None, help);
+        }
+        for (message, note, help) in misplaced(&tool.name, definition) {
+            push(Rule::MisplacedHints, message, Some(note), help);
+        }
+        if tool.title.is_none() {
+            push(
+                Rule::MissingTitle,
+                format!("tool `{}` has no title", tool.name),
+                Some(
+                    "clients show the bare name to people asked to confirm a call".to_owned(),
+                ),
+                "add a human-readable `title` to the tool (spec 2025-06-18 and later)".to_owned(),
+            );
+        }
+        if let Some(problem) = name_problem(&tool.name) {
+            push(
+                Rule::InvalidToolName,
+                format!("tool name `{}` {problem}", tool.name),
+                Some("clients may reject the tool or fail to call it".to_owned()),
+                "use 1 to 128 of `A-Z a-z 0-9 _ - .` (spec 2025-11-25, tool names)".to_owned(),
+            );
+        }
+    }
+    if on(Rule::CollidingToolNames) {
+        findings.extend(collisions(list));
+    }
+    findings
+}
+
+fn join(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+fn is_declared(hints: &ToolHints, hint: Hint) -> bool {
+    hints.get(hint).provenance == Provenance::Declared
+}
+
+/// The macro's rule on the wire: the read/write side is settled by
+/// readOnlyHint true, or by both destructiveHint and idempotentHint; the world
+/// by openWorldHint.
+fn undeclared(tool: &ListedTool) -> Option<(String, String, String)> {
+    let hints = &tool.hints;
+    let read_only = hints.get(Hint::ReadOnly);
+    let read_write_settled = (read_only.value && read_only.provenance == Provenance::Declared)
+        || (is_declared(hints, Hint::Destructive) && is_declared(hints, Hint::Idempotent));
+    let mut open = Vec::new();
+    if !read_write_settled {
+        open.extend(
+            [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent]
+                .into_iter()
+                .filter(|hint| !is_declared(hints, *hint)),
+        );
+    }
+    if !is_declared(hints, Hint::OpenWorld) {
+        open.push(Hint::OpenWorld);
+    }
+    if open.is_empty() {
+        return None;
+    }
+    let name = &tool.name;
+    let writes = !read_only.value;
+    let is_open = |hint| open.contains(&hint);
+    let mut consequences = Vec::new();
+    if writes
+        && !hints.get(Hint::Idempotent).value
+        && (is_open(Hint::ReadOnly) || is_open(Hint::Idempotent))
+    {
+        consequences.push(format!(
+            "will never resend `{name}` after a timeout (they must read back first)"
+        ));
+    }
+    if writes && is_open(Hint::Destructive) {
+        consequences.push("may ask for confirmation before every call".to_owned());
+    }
+    if is_open(Hint::OpenWorld) {
+        consequences.push("will treat it as reaching external entities".to_owned());
+    }
+    let mut fixes = Vec::new();
+    if is_open(Hint::ReadOnly) {
+        fixes.push("readOnlyHint true, or both destructiveHint and idempotentHint".to_owned());
+    } else {
+        for hint in [Hint::Idempotent, Hint::Destructive] {
+            if is_open(hint) {
+                fixes.push(hint.wire_name().to_owned());
+            }
+        }
+    }
+    if is_open(Hint::OpenWorld) {
+        fixes.push("openWorldHint".to_owned());
+    }
+    let names: Vec<String> = open.iter().map(|hint| hint.wire_name().to_owned()).collect();
+    let assumed: Vec<String> = open
+        .iter()
+        .map(|hint| format!("{} {}", hint.wire_name(), hint.spec_default()))
+        .collect();
+    Some((
+        format!("tool `{name}` leaves {} undeclared", join(&names)),
+        format!(
+            "clients will assume {}: they {}",
+            join(&assumed),
+            join(&consequences)
+        ),
+        format!("declare {} in the tool's `annotations`", {
+            match fixes.split_first() {
+                Some((first, rest)) if first.contains(", or") && !rest.is_empty() => {
+                    format!("{first}; and {}", join(rest))
+                }
+                _ => join(&fixes),
+            }
+        }),
+    ))
+}
+
+fn contradictions(name: &str, hints: &ToolHints) -> Vec<(String, String)> {
+    let read_only = hints.get(Hint::ReadOnly);
+    if !(read_only.value && read_only.provenance == Provenance::Declared) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let destructive = hints.get(Hint::Destructive);
+    if destructive.value && destructive.provenance == Provenance::Declared {
+        found.push((
+            format!("tool `{name}` declares readOnlyHint true and destructiveHint true"),
+            "a tool that reads only destroys nothing: drop destructiveHint, or set readOnlyHint \
+             false if it writes"
+                .to_owned(),
+        ));
+    }
+    let idempotent = hints.get(Hint::Idempotent);
+    if !idempotent.value && idempotent.provenance == Provenance::Declared {
+        found.push((
+            format!("tool `{name}` declares readOnlyHint true and idempotentHint false"),
+            "a read has no effect to repeat: drop idempotentHint, or set readOnlyHint false if \
+             it writes"
+                .to_owned(),
+        ));
+    }
+    found
+}
+
+fn meaningless(name: &str, hints: &ToolHints) -> Option<(String, String)> {
+    let read_only = hints.get(Hint::ReadOnly);
+    if !(read_only.value && read_only.provenance == Provenance::Declared) {
+        return None;
+    }
+    let agreeing: Vec<String> = [(Hint::Destructive, false), (Hint::Idempotent, true)]
+        .into_iter()
+        .filter(|(hint, agrees)| {
+            let value = hints.get(*hint);
+            value.provenance == Provenance::Declared && value.value == *agrees
+        })
+        .map(|(hint, value)| format!("{hint} {value}"))
+        .collect();
+    (!agreeing.is_empty()).then(|| {
+        (
+            format!(
+                "tool `{name}` declares {} beside readOnlyHint true, where the spec says {} \
+                 nothing",
+                join(&agreeing),
+                if agreeing.len() == 1 { "it means" } else { "they mean" }
+            ),
+            "harmless; drop them, or keep them for clients that read them regardless".to_owned(),
+        )
+    })
+}
+
+/// Folds a key to compare it with hint names: lower case, without `_` and
+/// `-`, and without a trailing `hint`.
+fn fold(key: &str) -> String {
+    let folded: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    folded
+        .strip_suffix("hint")
+        .map(str::to_owned)
+        .unwrap_or(folded)
+}
+
+fn hint_like(key: &str) -> Option<Hint> {
+    let folded = fold(key);
+    Hint::ALL
+        .into_iter()
+        .find(|hint| fold(hint.wire_name()) == folded)
+}
+
+fn misplaced(name: &str, definition: &Map<String, Value>) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    for key in definition.keys() {
+        if let Some(hint) = hint_like(key) {
+            found.push((
+                format!("tool `{name}` has `{key}` outside `annotations`"),
+                format!(
+                    "clients read hints only from `annotations`: {hint} stays at its default, {}",
+                    hint.spec_default()
+                ),
+                format!("move it into `annotations` as `{hint}`"),
+            ));
+        }
+    }
+    if let Some(Value::Object(annotations)) = definition.get("annotations") {
+        for key in annotations.keys() {
+            let Some(hint) = hint_like(key) else {
+                continue;
+            };
+            if key != hint.wire_name() {
+                found.push((
+                    format!("tool `{name}` has `annotations.{key}`, which is not a hint"),
+                    format!(
+                        "clients ignore `{key}`: {hint} stays at its default, {}",
+                        hint.spec_default()
+                    ),
+                    format!("spell it `{hint}`"),
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn spec_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+fn name_problem(name: &str) -> Option<String> {
+    let length = name.chars().count();
+    if length == 0 {
+        return Some("is empty".to_owned());
+    }
+    if length > 128 {
+        return Some(format!("is {length} characters long, more than 128"));
+    }
+    let mut bad: Vec<String> = Vec::new();
+    for c in name.chars().filter(|c| !spec_char(*c)) {
+        let shown = format!("{c:?}");
+        if !bad.contains(&shown) {
+            bad.push(shown);
+        }
+    }
+    (!bad.is_empty()).then(|| format!("contains {}", join(&bad)))
+}
+
+/// What clients that allow only `[A-Za-z0-9_-]` in function names (OpenAI's
+/// and Anthropic's tool APIs among them) make of a name: every other
+/// character becomes `_`.
+fn client_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn collisions(list: &ToolList) -> Vec<Finding> {
+    let mut groups: BTreeMap<String, Vec<&ListedTool>> = BTreeMap::new();
+    for tool in &list.tools {
+        groups.entry(client_safe(&tool.name)).or_default().push(tool);
+    }
+    let mut findings: Vec<Finding> = groups
+        .into_iter()
+        .filter(|(_, tools)| tools.len() > 1)
+        .map(|(safe, tools)| {
+            let names: Vec<String> = tools.iter().map(|tool| format!("`{}`", tool.name)).collect();
+            let mut replaced: Vec<String> = Vec::new();
+            for tool in &tools {
+                for c in tool.name.chars() {
+                    let shown = format!("`{c}`");
+                    if !(c.is_ascii_alphanumeric()
+                        || c == '_'
+                        || c == '-'
+                        || replaced.contains(&shown))
+                    {
+                        replaced.push(shown);
+                    }
+                }
+            }
+            Finding {
+                rule: Rule::CollidingToolNames,
+                tool: tools[0].name.clone(),
+                page: tools[0].page,
+                message: format!(
+                    "tool names {} collide as `{safe}` once {} is replaced by `_`",
+                    join(&names),
+                    join(&replaced)
+                ),
+                note: Some(format!(
+                    "{} is not allowed in function names by clients that require \
+                     ^[a-zA-Z0-9_-]{{1,64}}$; they replace it, and then call one tool for the \
+                     other",
+                    join(&replaced)
+                )),
+                help: "rename the tools so that they differ in letters, digits, `_` or `-`"
+                    .to_owned(),
+            }
+        })
+        .collect();
+    findings.sort_by_key(|finding| {
+        list.tools
+            .iter()
+            .position(|tool| tool.name == finding.tool)
+            .unwrap_or(usize::MAX)
+    });
+    findings
+}

@@ -1,0 +1,359 @@
+//! [`LiveError`]: everything that can go wrong while talking to a live server.
+
+use std::fmt::Write as _;
+use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Why a request to a live MCP server failed: a [`LiveErrorKind`], boxed so
+/// that `Result<_, LiveError>` stays one pointer wide.
+///
+/// [`Display`](std::fmt::Display) and [`source`](std::error::Error::source)
+/// are the kind's; match on [`LiveError::kind`].
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct LiveError(Box<LiveErrorKind>);
+
+impl LiveError {
+    /// What went wrong.
+    pub fn kind(&self) -> &LiveErrorKind {
+        &self.0
+    }
+
+    /// What went wrong, by value.
+    pub fn into_kind(self) -> LiveErrorKind {
+        *self.0
+    }
+
+    /// The last lines the stdio server wrote to stderr before this error, if
+    /// the kind carries them (empty otherwise, and always for HTTP).
+    pub fn stderr_tail(&self) -> &[String] {
+        match self.kind() {
+            LiveErrorKind::ServerExited { stderr_tail, .. }
+            | LiveErrorKind::Timeout { stderr_tail, .. }
+            | LiveErrorKind::NotJson { stderr_tail, .. }
+            | LiveErrorKind::NotJsonRpc { stderr_tail, .. }
+            | LiveErrorKind::InvalidResponse { stderr_tail, .. } => stderr_tail,
+            _ => &[],
+        }
+    }
+}
+
+impl From<LiveErrorKind> for LiveError {
+    fn from(kind: LiveErrorKind) -> Self {
+        LiveError(Box::new(kind))
+    }
+}
+
+/// What went wrong while talking to a live MCP server.
+///
+/// Every variant names the *target* (``MCP server `python3 server.py` `` or
+/// `MCP server at http://…`, see [`LiveTarget`](super::LiveTarget)'s
+/// [`Display`](std::fmt::Display)) and, where one was in flight, the
+/// *request*: the JSON-RPC method (`initialize`, `notifications/initialized`,
+/// `tools/list`, …). The [`Display`](std::fmt::Display) text is meant for the
+/// user: it says what happened and, where it helps, what to try. Variants that
+/// concern a stdio server's behaviour carry the last lines the server wrote to
+/// stderr (`stderr_tail`, at most 20, empty for HTTP) and print them after the
+/// message, one per line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LiveErrorKind {
+    /// The stdio server's program does not exist (not on `PATH`, or no such
+    /// file).
+    #[error("cannot start MCP server `{program}`: command not found (check the name and PATH)")]
+    CommandNotFound {
+        /// The program as given.
+        program: String,
+    },
+
+    /// The stdio server's program exists but could not be started (not
+    /// executable, permission denied, …).
+    #[error("cannot start MCP server `{program}`: {source}")]
+    Spawn {
+        /// The program as given.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The stdio server closed its stdout (normally: exited) before answering
+    /// `request`.
+    #[error(
+        "{target} {} before answering `{request}`{}",
+        describe_exit(status),
+        Tail(stderr_tail)
+    )]
+    ServerExited {
+        /// Which server.
+        target: String,
+        /// The request that was waiting for an answer.
+        request: String,
+        /// The exit status, when the process had exited within a moment of
+        /// closing stdout; `None` if it is still running or could not be
+        /// waited for.
+        status: Option<ExitStatus>,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// No answer to `request` within [`LiveOptions::timeout`](super::LiveOptions::timeout).
+    #[error(
+        "{target} did not answer `{request}` within {timeout:?}{}",
+        Tail(stderr_tail)
+    )]
+    Timeout {
+        /// Which server.
+        target: String,
+        /// The request that timed out.
+        request: String,
+        /// The timeout that elapsed.
+        timeout: Duration,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// The server sent something that does not parse as JSON: a stdout line,
+    /// an HTTP response body or an SSE event's data.
+    #[error(
+        "{target} sent {location} that is not JSON ({reason}) while answering `{request}`: {excerpt:?}{}",
+        Tail(stderr_tail)
+    )]
+    NotJson {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// Where the text came from: `stdout line 3`, `an HTTP response body`,
+        /// `SSE event 2`.
+        location: String,
+        /// The text, cut to about 200 characters (`…` marks a cut).
+        excerpt: String,
+        /// The JSON parser's complaint.
+        reason: String,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// The server sent JSON that is not a JSON-RPC 2.0 message (not an object,
+    /// no `"jsonrpc": "2.0"`, neither `method` nor `id`, …), or a response to
+    /// a request id this client never sent.
+    #[error(
+        "{target} sent {location} that is not a valid JSON-RPC 2.0 message ({reason}) while answering `{request}`: {excerpt:?}{}",
+        Tail(stderr_tail)
+    )]
+    NotJsonRpc {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// Where the message came from (see [`LiveErrorKind::NotJson`]).
+        location: String,
+        /// The message, cut to about 200 characters.
+        excerpt: String,
+        /// What is wrong with it.
+        reason: String,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// The server answered `request` with a JSON-RPC error response.
+    #[error(
+        "{target} answered `{request}` with JSON-RPC error {code}: {message}{}",
+        Data(data)
+    )]
+    Rpc {
+        /// Which server.
+        target: String,
+        /// The request that failed.
+        request: String,
+        /// The error's `code` (`-32601` method not found, `-32602` invalid
+        /// params, …); `0` if the server sent none or a non-integer.
+        code: i64,
+        /// The error's `message` (empty if none).
+        message: String,
+        /// The error's `data`, if any.
+        data: Option<Value>,
+    },
+
+    /// A response that is JSON-RPC but not a usable answer: neither `result`
+    /// nor `error` (or both), a `result` that is not an object, an
+    /// `initialize` result without a string `protocolVersion`, an HTTP JSON
+    /// body without the response, a 202 Accepted for a request.
+    #[error(
+        "{target} sent an invalid response to `{request}`: {reason}{}",
+        Tail(stderr_tail)
+    )]
+    InvalidResponse {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// What is wrong with the response.
+        reason: String,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// An I/O error on the stdio server's pipes other than the server having
+    /// gone (which is [`LiveErrorKind::ServerExited`]).
+    #[error("I/O error talking to {target} during `{request}`: {source}")]
+    Io {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The HTTP server could not be reached: connection refused, host not
+    /// found, TLS handshake failed.
+    #[error("cannot connect to {target} for `{request}`: {}", chain(source))]
+    Connect {
+        /// Which server.
+        target: String,
+        /// The request that was being sent.
+        request: String,
+        /// The HTTP client's error (its source chain is in the message).
+        #[source]
+        source: reqwest::Error,
+    },
+
+    /// The HTTP server answered with a status other than 2xx.
+    #[error("{target} answered `{request}` with HTTP {status}{}: {body:?}", status_hint(*status))]
+    HttpStatus {
+        /// Which server.
+        target: String,
+        /// The request that was sent.
+        request: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The start of the response body, cut to about 200 characters.
+        body: String,
+    },
+
+    /// A 2xx answer to a request whose `Content-Type` is neither
+    /// `application/json` nor `text/event-stream`.
+    #[error(
+        "{target} answered `{request}` with HTTP {status} and content type {content_type:?}; expected application/json or text/event-stream"
+    )]
+    UnexpectedContentType {
+        /// Which server.
+        target: String,
+        /// The request that was sent.
+        request: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The `Content-Type` header (empty if absent).
+        content_type: String,
+    },
+
+    /// The SSE stream answering a request ended (or the connection dropped)
+    /// before the response with our id arrived.
+    #[error(
+        "{target}: the event stream answering `{request}` (id {id}) ended before the response arrived"
+    )]
+    StreamEnded {
+        /// Which server.
+        target: String,
+        /// The request that was sent.
+        request: String,
+        /// Its JSON-RPC id.
+        id: u64,
+    },
+
+    /// Any other HTTP-level failure (reading the body failed, a malformed
+    /// event stream, …).
+    #[error("HTTP error from {target} during `{request}`: {}", chain(source.as_ref()))]
+    Http {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The URL is not an absolute `http://` or `https://` URL.
+    #[error("invalid MCP server URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// One of [`LiveOptions::headers`](super::LiveOptions::headers) is not a
+    /// valid HTTP header name or value.
+    #[error("invalid HTTP header `{name}`: {reason}")]
+    InvalidHeader {
+        /// The header name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn describe_exit(status: &Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => format!("exited ({status})"),
+        None => "closed its stdout".to_owned(),
+    }
+}
+
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => " (the server wants credentials: pass e.g. an Authorization header)",
+        404 => " (wrong URL, or the server ended the session)",
+        405 => " (the URL does not accept POST: is it the MCP endpoint?)",
+        406 | 415 => " (the server rejected the Accept or Content-Type header)",
+        _ => "",
+    }
+}
+
+/// The error and its sources, joined by `: `, skipping a source whose text the
+/// previous one already contains.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        let next_text = next.to_string();
+        if !text.contains(&next_text) {
+            let _ = write!(text, ": {next_text}");
+        }
+        source = next.source();
+    }
+    text
+}
+
+struct Tail<'a>(&'a [String]);
+
+impl std::fmt::Display for Tail<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        write!(f, "\nlast lines of the server's stderr:")?;
+        for line in self.0 {
+            write!(f, "\n  | {line}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Data<'a>(&'a Option<Value>);
+
+impl std::fmt::Display for Data<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => Ok(()),
+            Some(data) => write!(f, " (data: {})", super::jsonrpc::excerpt(&data.to_string())),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Fetching a complete tool list from a target: saved pages, or a live
+//! server over stdio or streamable HTTP.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use mcp_hints::collect::{CollectError, CollectOptions, Collector, ToolList};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::args::TargetArgs;
+use crate::live::{LiveError, LiveOptions, LiveTarget, Page, Session};
+
+/// Where the tools came from, for the report.
+#[derive(Debug)]
+pub enum Origin {
+    /// Saved pages, in the order given.
+    Files(Vec<PathBuf>),
+    /// A live server.
+    Live {
+        /// How it was reached: `stdio: cmd args` or `http: URL`.
+        target: String,
+        /// The server's `initialize` result, as served.
+        initialize: Value,
+        /// The client capabilities declared in `initialize`.
+        capabilities: Value,
+    },
+}
+
+impl Origin {
+    /// The report's JSON for the target, server and declared capabilities.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Origin::Files(files) => json!({
+                "target": { "kind": "files", "files": files },
+                "server": null,
+                "clientCapabilities": null,
+            }),
+            Origin::Live {
+                target,
+                initialize,
+                capabilities,
+            } => json!({
+                "target": { "kind": "live", "description": target },
+                "server": {
+                    "serverInfo": initialize.get("serverInfo"),
+                    "protocolVersion": initialize.get("protocolVersion"),
+                },
+                "clientCapabilities": capabilities,
+            }),
+        }
+    }
+
+    /// The report's header lines for people.
+    pub fn header(&self) -> Vec<String> {
+        match self {
+            Origin::Files(files) => vec![format!(
+                "saved pages: {}",
+                files
+                    .iter()
+                    .map(|file| file.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )],
+            Origin::Live {
+                target,
+                initialize,
+                capabilities,
+            } => {
+                let info = initialize.get("serverInfo");
+                let field = |key: &str| {
+                    info.and_then(|info| info.get(key))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_owned()
+                };
+                let version = initialize
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?");
+                vec![
+                    format!("server: {} {} ({target})", field("name"), field("version")),
+                    format!("protocol: {version}"),
+                    format!("client capabilities declared: {capabilities}"),
+                ]
+            }
+        }
+    }
+}
+
+/// Why no complete tool list could be had. Each is exit status 2.
+#[derive(Debug)]
+pub enum SourceError {
+    /// No target, or more than one kind.
+    NoTarget,
+    /// A saved page file could not be read or is not JSON.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The live server failed.
+    Live(LiveError),
+    /// The pages do not make a complete, well-formed list.
+    Collect {
+        /// Where the pages came from.
+        origin: String,
+        /// What is wrong.
+        error: CollectError,
+    },
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceError::NoTarget => f.write_str(
+                "no server given: pass saved pages (FILE...), --url URL, or -- COMMAND ARGS...",
+            ),
+            SourceError::File { path, message } => {
+                write!(f, "{}: {message}", path.display())
+            }
+            SourceError::Live(error) => write!(f, "{error}"),
+            SourceError::Collect { origin, error } => write!(f, "{origin}: {error}"),
+        }
+    }
+}
+
+/// Fetches the complete tool list of `target`.
+///
+/// # Errors
+///
+/// [`SourceError`]: a bad target, an unreadable page file, a live server
+/// that fails, or pages that do not make a complete, well-formed list.
+pub async fn fetch(
+    target: &TargetArgs,
+    options: CollectOptions,
+) -> Result<(ToolList, Origin), SourceError> {
+    if !target.files.is_empty() {
+        let list = from_files(&target.files, options)?;
+        return Ok((list, Origin::Files(target.files.clone())));
+    }
+    let live = if let Some(url) = &target.url {
+        LiveTarget::Url(url.clone())
+    } else if let Some((program, args)) = target.command.split_first() {
+        LiveTarget::Command {
+            program: program.clone(),
+            args: args.to_vec(),
+        }
+    } else {
+        return Err(SourceError::NoTarget);
+    };
+    let live_options = LiveOptions {
+        timeout: target.timeout,
+        capabilities: target.capabilities.clone(),
+        protocol_version: target.protocol_version.clone(),
+        headers: target.headers.clone(),
+    };
+    let mut session = Session::connect(&live, &live_options)
+        .await
+        .map_err(SourceError::Live)?;
+    let collected = collect_live(&mut session, options).await;
+    let origin = Origin::Live {
+        target: session.target().to_owned(),
+        initialize: session.initialize_result().clone(),
+        capabilities: target.capabilities.clone(),
+    };
+    session.close().await;
+    Ok((collected?, origin))
+}
+
+async fn collect_live(
+    session: &mut Session,
+    options: CollectOptions,
+) -> Result<ToolList, SourceError> {
+    let mut collector = Collector::new(options);
+    let mut cursor: Option<String> = None;
+    loop {
+        // The response is read in one pass by the collector when it has the
+        // usual shape; otherwise the session sorts it and the collector
+        // takes the raw result, naming any fault.
+        let page = session
+            .list_tools_page_with(cursor.as_deref(), |text, id| {
+                collector
+                    .push_response_json(text, id)
+                    .map(|next| next.map(|next| next.map(str::to_owned)))
+            })
+            .await
+            .map_err(SourceError::Live)?;
+        let next = match page {
+            Page::Accepted(next) => next,
+            Page::Raw(raw) => collector
+                .push_page_json(raw.get())
+                .map(|next| next.map(str::to_owned)),
+        }
+        .map_err(|error| SourceError::Collect {
+            origin: session.target().to_owned(),
+            error,
+        })?;
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    collector.finish().map_err(|error| SourceError::Collect {
+        origin: session.target().to_owned(),
+        error,
+    })
+}
+
+fn from_files(files: &[PathBuf], options: CollectOptions) -> Result<ToolList, SourceError> {
+    let mut collector = Collector::new(options);
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|error| SourceError::File {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })?;
+        for page in pages_of(path, &text)? {
+            collector
+                .push_page_json(page)
+                .map_err(|error| SourceError::Collect {
+                    origin: path.display().to_string(),
+                    error,
+                })?;
+        }
+    }
+    let origin = files
+        .last()
+        .map(|path| path.display().to_string())
+        .unwrap_or_default();
+    collector
+        .finish()
+        .map_err(|error| SourceError::Collect { origin, error })
+}
+
+/// The pages in one file's text: the text itself, or the members of its
+/// `pages` array when it is `{"pages": [...]}` (the corpus format).
+fn pages_of<'a>(path: &Path, text: &'a str) -> Result<Vec<&'a str>, SourceError> {
+    #[derive(Deserialize)]
+    struct Saved<'a> {
+        #[serde(borrow)]
+        pages: Option<&'a RawValue>,
+        tools: Option<IgnoredAny>,
+    }
+    let file_error = |message: String| SourceError::File {
+        path: path.to_owned(),
+        message,
+    };
+    let saved = match serde_json::from_str::<Saved<'_>>(text) {
+        Ok(saved) => saved,
+        // Not an object: the collector says what it is.
+        Err(_) if serde_json::from_str::<IgnoredAny>(text).is_ok() => return Ok(vec![text]),
+        Err(error) => return Err(file_error(format!("not JSON: {error}"))),
+    };
+    match (saved.pages, saved.tools) {
+        (Some(pages), None) => match serde_json::from_str::<Vec<&RawValue>>(pages.get()) {
+            Ok(pages) if !pages.is_empty() => Ok(pages.into_iter().map(RawValue::get).collect()),
+            _ => Err(file_error(
+                "`pages` must be a non-empty array of tools/list results".into(),
+            )),
+        },
+        _ => Ok(vec![text]),
+    }
+}

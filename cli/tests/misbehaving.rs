@@ -1,0 +1,92 @@
+//! Live servers that misbehave the way servers were reported to: served by
+//! tests/fixtures/replay_server.py, which replays saved tools/list pages over
+//! stdio and answers every page past the last with the last page again.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn path(file: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+fn audit_live(pages: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--json", "--trusted", "--timeout", "20", "--", "python3"])
+        .arg(path("fixtures/replay_server.py"))
+        .arg(path(pages))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mcp-hints runs")
+}
+
+#[test]
+fn an_empty_cursor_is_followed_and_its_repeat_stops_the_audit() {
+    let output = audit_live("corpus/cases/cursor-empty-string-last-page.json");
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.contains(
+            "page 2 returned the cursor \"\" that page 1 already returned: following it would \
+             loop, so the list is refused"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn every_page_of_a_live_server_is_read() {
+    let output = audit_live("corpus/cases/two-pages-first-only-clients.json");
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["pages"], 2);
+    assert_eq!(report["tools"][1]["name"], "p2_delete");
+    assert_eq!(report["tools"][1]["decision"], "read_back_first");
+    assert_eq!(report["server"]["serverInfo"]["name"], "replay");
+    assert_eq!(report["clientCapabilities"], serde_json::json!({}));
+}
+
+#[test]
+fn a_live_duplicate_name_is_refused() {
+    let output = audit_live("corpus/cases/duplicate-name-across-pages.json");
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("tool `create_branch` appears on page 1 and again on page 2"));
+}
+
+#[test]
+fn a_server_that_cannot_start_is_exit_2() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["lint", "--", "/nonexistent/mcp-server"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).starts_with("error: "));
+}
+
+#[test]
+fn declared_capabilities_are_sent_and_reported() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--capabilities", r#"{"roots": {}}"#, "--", "python3"])
+        .arg(path("fixtures/replay_server.py"))
+        .arg(path("corpus/servers/mcp-server-time.json"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("client capabilities declared: {\"roots\":{}}"),
+        "{text}"
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--capabilities", "[1]", "x.json"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
