@@ -102,14 +102,14 @@ pub struct Forecast {
 #[tool_router(closed_world)]
 impl Notes {
     /// List every note, oldest first.
-    #[tool(read_only)]
+    #[tool(read_only, title = "List notes")]
     async fn list_notes(&self) -> Json<NoteList> {
         let notes = self.book().notes.values().cloned().collect();
         Json(NoteList { notes })
     }
 
     /// Add a note; a resend would add it twice.
-    #[tool(additive, non_idempotent)]
+    #[tool(additive, non_idempotent, title = "Append a note")]
     async fn append_note(
         &self,
         Parameters(NewNote { text }): Parameters<NewNote>,
@@ -126,7 +126,7 @@ impl Notes {
     }
 
     /// Replace the text of a note; repeating it leaves the same text.
-    #[tool(destructive, idempotent)]
+    #[tool(destructive, idempotent, title = "Update a note")]
     async fn update_note(
         &self,
         Parameters(NoteEdit { id, text }): Parameters<NoteEdit>,
@@ -142,7 +142,7 @@ impl Notes {
     }
 
     /// Delete a note by id; deleting twice has no further effect.
-    #[tool(destructive, idempotent)]
+    #[tool(destructive, idempotent, title = "Delete a note")]
     async fn delete_note(&self, Parameters(NoteId { id }): Parameters<NoteId>) -> String {
         match self.book().notes.remove(&id) {
             Some(_) => format!("deleted note {id}"),
@@ -152,7 +152,7 @@ impl Notes {
 
     /// The weather forecast for a city, from a weather service on the open
     /// internet (simulated here: the answer is derived from the name).
-    #[tool(read_only, open_world)]
+    #[tool(read_only, open_world, title = "Weather forecast")]
     async fn forecast(
         &self,
         Parameters(City { city }): Parameters<City>,

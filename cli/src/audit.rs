@@ -46,7 +46,11 @@ impl<'a> Audit<'a> {
     /// 0 when every tool may be resent; 1 when one needs a read-back; 3 when
     /// the list differs from the lock.
     pub fn exit_code(&self) -> u8 {
-        if self.drift.as_ref().is_some_and(|(_, drift)| !drift.is_empty()) {
+        if self
+            .drift
+            .as_ref()
+            .is_some_and(|(_, drift)| !drift.is_empty())
+        {
             3
         } else if self
             .verdicts
@@ -121,7 +125,11 @@ impl<'a> Audit<'a> {
                  server you vetted)\n"
             }
         });
-        let pages = if self.list.pages == 1 { "page" } else { "pages" };
+        let pages = if self.list.pages == 1 {
+            "page"
+        } else {
+            "pages"
+        };
         out.push_str(&format!(
             "{} tools in {} {pages}\n\n",
             self.list.tools.len(),
@@ -255,7 +263,10 @@ fn refusal(tool: &ListedTool, lock: &str, drift: &Drift) -> Option<Verdict> {
             reason: format!("not in {lock}: approve it, then pin again"),
         });
     }
-    let changed = drift.changed.iter().find(|changed| changed.name == tool.name)?;
+    let changed = drift
+        .changed
+        .iter()
+        .find(|changed| changed.name == tool.name)?;
     Some(Verdict {
         decision: Decision::Refuse,
         reason: format!(
@@ -324,7 +335,7 @@ fn drift_text(lock: &str, drift: &Drift) -> String {
 ///
 /// A message naming the file: unreadable, not a lock, or another version.
 pub fn read_lock(path: &std::path::Path) -> Result<Lock, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
     Lock::from_json(&text).map_err(|error| format!("{}: {error}", path.display()))
 }

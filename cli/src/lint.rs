@@ -153,9 +153,7 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
             push(
                 Rule::MissingTitle,
                 format!("tool `{}` has no title", tool.name),
-                Some(
-                    "clients show the bare name to people asked to confirm a call".to_owned(),
-                ),
+                Some("clients show the bare name to people asked to confirm a call".to_owned()),
                 "add a human-readable `title` to the tool (spec 2025-06-18 and later)".to_owned(),
             );
         }
@@ -239,7 +237,10 @@ fn undeclared(tool: &ListedTool) -> Option<(String, String, String)> {
     if is_open(Hint::OpenWorld) {
         fixes.push("openWorldHint".to_owned());
     }
-    let names: Vec<String> = open.iter().map(|hint| hint.wire_name().to_owned()).collect();
+    let names: Vec<String> = open
+        .iter()
+        .map(|hint| hint.wire_name().to_owned())
+        .collect();
     let assumed: Vec<String> = open
         .iter()
         .map(|hint| format!("{} {}", hint.wire_name(), hint.spec_default()))
@@ -308,7 +309,11 @@ fn meaningless(name: &str, hints: &ToolHints) -> Option<(String, String)> {
                 "tool `{name}` declares {} beside readOnlyHint true, where the spec says {} \
                  nothing",
                 join(&agreeing),
-                if agreeing.len() == 1 { "it means" } else { "they mean" }
+                if agreeing.len() == 1 {
+                    "it means"
+                } else {
+                    "they mean"
+                }
             ),
             "harmless; drop them, or keep them for clients that read them regardless".to_owned(),
         )
@@ -410,13 +415,19 @@ fn client_safe(name: &str) -> String {
 fn collisions(list: &ToolList) -> Vec<Finding> {
     let mut groups: BTreeMap<String, Vec<&ListedTool>> = BTreeMap::new();
     for tool in &list.tools {
-        groups.entry(client_safe(&tool.name)).or_default().push(tool);
+        groups
+            .entry(client_safe(&tool.name))
+            .or_default()
+            .push(tool);
     }
     let mut findings: Vec<Finding> = groups
         .into_iter()
         .filter(|(_, tools)| tools.len() > 1)
         .map(|(safe, tools)| {
-            let names: Vec<String> = tools.iter().map(|tool| format!("`{}`", tool.name)).collect();
+            let names: Vec<String> = tools
+                .iter()
+                .map(|tool| format!("`{}`", tool.name))
+                .collect();
             let mut replaced: Vec<String> = Vec::new();
             for tool in &tools {
                 for c in tool.name.chars() {

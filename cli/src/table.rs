@@ -46,7 +46,12 @@ pub fn render(header: &[&str], rows: &[Vec<Cell>]) -> String {
         .collect();
     for row in std::iter::once(&header).chain(rows) {
         for (index, cell) in row.iter().enumerate().take(columns) {
-            out.push_str(&format!("{}{}{}", cell.style.render(), cell.text, cell.style.render_reset()));
+            out.push_str(&format!(
+                "{}{}{}",
+                cell.style.render(),
+                cell.text,
+                cell.style.render_reset()
+            ));
             if index + 1 < columns {
                 let pad = widths[index] - cell.text.chars().count() + 2;
                 out.extend(std::iter::repeat_n(' ', pad));

@@ -66,16 +66,24 @@ fn expect(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn provenances(tool: &Value) -> Vec<(String, bool, String)> {
-    ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]
-        .iter()
-        .map(|hint| {
-            (
-                (*hint).to_owned(),
-                tool["hints"][hint]["value"].as_bool().unwrap(),
-                tool["hints"][hint]["provenance"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    [
+        "readOnlyHint",
+        "destructiveHint",
+        "idempotentHint",
+        "openWorldHint",
+    ]
+    .iter()
+    .map(|hint| {
+        (
+            (*hint).to_owned(),
+            tool["hints"][hint]["value"].as_bool().unwrap(),
+            tool["hints"][hint]["provenance"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        )
+    })
+    .collect()
 }
 
 const SERVERS: [&str; 7] = [
@@ -207,7 +215,10 @@ fn filesystem_memory_git_time_fetch_trusted() {
     );
     let additive = &memory["tools"][0]["reason"];
     assert!(
-        additive.as_str().unwrap().contains("a resend duplicates it"),
+        additive
+            .as_str()
+            .unwrap()
+            .contains("a resend duplicates it"),
         "{additive}"
     );
 
@@ -388,8 +399,14 @@ fn lint_findings_of_every_server() {
         "getResourceLinks",
         "structuredContent",
     ] {
-        assert!(old.contains(&("undeclared_hints".into(), name.into())), "{name}");
-        assert!(old.contains(&("missing_title".into(), name.into())), "{name}");
+        assert!(
+            old.contains(&("undeclared_hints".into(), name.into())),
+            "{name}"
+        );
+        assert!(
+            old.contains(&("missing_title".into(), name.into())),
+            "{name}"
+        );
     }
     for (file, tools) in [
         ("servers/mcp-server-git.json", 12),
@@ -398,7 +415,10 @@ fn lint_findings_of_every_server() {
     ] {
         let found = findings(file);
         assert_eq!(found.len(), tools, "{file}: {found:?}");
-        assert!(found.iter().all(|(rule, _)| rule == "missing_title"), "{file}");
+        assert!(
+            found.iter().all(|(rule, _)| rule == "missing_title"),
+            "{file}"
+        );
     }
 }
 
@@ -438,7 +458,10 @@ fn audit_table_for_people() {
     assert!(!text.contains('\u{1b}'), "no colour off a terminal");
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("saved pages: "));
-    assert_eq!(lines[1], "trust: trusted (--trusted): annotations decide resends");
+    assert_eq!(
+        lines[1],
+        "trust: trusted (--trusted): annotations decide resends"
+    );
     assert_eq!(lines[2], "2 tools in 2 pages");
     assert_eq!(
         lines[4],
@@ -450,5 +473,8 @@ fn audit_table_for_people() {
          (default)  readOnlyHint is true (declared)"
     ));
     assert!(lines[6].starts_with("p2_delete  read_back_first  false         true     "));
-    assert_eq!(lines.last().unwrap(), &"2 tools: 1 resend, 1 read back first");
+    assert_eq!(
+        lines.last().unwrap(),
+        &"2 tools: 1 resend, 1 read back first"
+    );
 }

@@ -24,6 +24,11 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} took more than 60 s"))
 }
 
+/// A page's raw JSON as a tree, to compare and index.
+fn tree(raw: impl AsRef<serde_json::value::RawValue>) -> serde_json::Value {
+    serde_json::from_str(raw.as_ref().get()).expect("a page is JSON")
+}
+
 fn notes_server() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
@@ -114,9 +119,11 @@ async fn notes_over_stdio_initializes_and_lists_its_five_tools() {
         session.protocol_version(),
         init["protocolVersion"].as_str().unwrap()
     );
-    let page = within("tools/list", session.list_tools_page(None))
-        .await
-        .expect("tools/list");
+    let page = tree(
+        within("tools/list", session.list_tools_page(None))
+            .await
+            .expect("tools/list"),
+    );
     assert_notes_tools(&page);
     // Ids keep increasing and any request works.
     let pong = within("ping", session.request("ping", None))
@@ -482,9 +489,11 @@ async fn server_requests_are_answered_and_pages_come_back_raw() {
         session.initialize_result()["serverInfo"]["name"],
         "scripted"
     );
-    let first = within("page 1", session.list_tools_page(None))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let first = tree(
+        within("page 1", session.list_tools_page(None))
+            .await
+            .unwrap_or_else(|error| panic!("{error}")),
+    );
     assert_eq!(
         first,
         json!({"tools": [
@@ -492,9 +501,11 @@ async fn server_requests_are_answered_and_pages_come_back_raw() {
             {"name": "a", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": "yes"}}],
             "nextCursor": "page-2"})
     );
-    let second = within("page 2", session.list_tools_page(Some("page-2")))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let second = tree(
+        within("page 2", session.list_tools_page(Some("page-2")))
+            .await
+            .unwrap_or_else(|error| panic!("{error}")),
+    );
     assert_eq!(
         second["tools"][0]["annotations"],
         json!({"idempotentHint": 1})
@@ -688,9 +699,11 @@ async fn http_session_over_sse_and_json_with_session_id_and_server_ping() {
         .await
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(session.initialize_result()["serverInfo"]["name"], "canned");
-    let page = within("tools/list", session.list_tools_page(None))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let page = tree(
+        within("tools/list", session.list_tools_page(None))
+            .await
+            .unwrap_or_else(|error| panic!("{error}")),
+    );
     assert_eq!(page, json!({"tools": [{"name": "t", "annotations": null}]}));
     within("close", session.close()).await;
 
@@ -805,9 +818,11 @@ async fn notes_over_streamable_http_lists_its_five_tools() {
     .await
     .unwrap_or_else(|error| panic!("{error}"));
     assert!(session.initialize_result()["serverInfo"].is_object());
-    let page = within("tools/list", session.list_tools_page(None))
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
+    let page = tree(
+        within("tools/list", session.list_tools_page(None))
+            .await
+            .unwrap_or_else(|error| panic!("{error}")),
+    );
     assert_notes_tools(&page);
     within("close", session.close()).await;
     server.kill().await.unwrap();

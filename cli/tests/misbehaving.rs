@@ -17,7 +17,15 @@ fn path(file: &str) -> String {
 
 fn audit_live(pages: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(["audit", "--json", "--trusted", "--timeout", "20", "--", "python3"])
+        .args([
+            "audit",
+            "--json",
+            "--trusted",
+            "--timeout",
+            "20",
+            "--",
+            "python3",
+        ])
         .arg(path("fixtures/replay_server.py"))
         .arg(path(pages))
         .env("NO_COLOR", "1")
@@ -72,7 +80,13 @@ fn a_server_that_cannot_start_is_exit_2() {
 #[test]
 fn declared_capabilities_are_sent_and_reported() {
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(["audit", "--capabilities", r#"{"roots": {}}"#, "--", "python3"])
+        .args([
+            "audit",
+            "--capabilities",
+            r#"{"roots": {}}"#,
+            "--",
+            "python3",
+        ])
         .arg(path("fixtures/replay_server.py"))
         .arg(path("corpus/servers/mcp-server-time.json"))
         .env("NO_COLOR", "1")

@@ -21,7 +21,9 @@ fn mcp_hints(args: &[&str]) -> Output {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pin").join(name);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("pin")
+        .join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -288,7 +288,10 @@ impl fmt::Display for CollectError {
                 write!(f, "page {page}, tool {index}: is {found}, not an object")
             }
             CollectError::NameNotString { page, index, found } => {
-                write!(f, "page {page}, tool {index}: `name` is {found}, not a string")
+                write!(
+                    f,
+                    "page {page}, tool {index}: `name` is {found}, not a string"
+                )
             }
             CollectError::DuplicateName {
                 name,
@@ -562,7 +565,10 @@ impl Collector {
             && response.method.is_none()
             && response.error.is_none();
         let page = response.result.filter(|_| well_formed)?;
-        let cursor = match page.next_cursor.map(|raw| serde_json::from_str::<Value>(raw.get())) {
+        let cursor = match page
+            .next_cursor
+            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+        {
             None | Some(Ok(Value::Null)) => None,
             Some(Ok(Value::String(cursor))) => Some(cursor),
             _ => return None,
@@ -588,11 +594,8 @@ impl Collector {
             raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
         };
         for (index, view) in tools.into_iter().enumerate() {
-            let (name, annotations, meta) = (
-                small(view.name),
-                small(view.annotations),
-                small(view.meta),
-            );
+            let (name, annotations, meta) =
+                (small(view.name), small(view.annotations), small(view.meta));
             let title = small(view.title)
                 .and_then(|title| title_text(&title))
                 .or_else(|| {
@@ -692,7 +695,9 @@ pub fn collect_pages(
 
 fn is_jsonrpc_response(page: &Map<String, Value>) -> bool {
     !page.contains_key("tools")
-        && (page.contains_key("jsonrpc") || page.contains_key("result") || page.contains_key("error"))
+        && (page.contains_key("jsonrpc")
+            || page.contains_key("result")
+            || page.contains_key("error"))
 }
 
 fn unwrap_response(
@@ -883,9 +888,15 @@ mod tests {
     #[test]
     fn malformed_pages_and_tools_name_the_page_tool_and_field() {
         let cases = [
-            (json!([]), "page 1 is an array, not a tools/list result object"),
+            (
+                json!([]),
+                "page 1 is an array, not a tools/list result object",
+            ),
             (json!({}), "page 1: `tools` is missing, not an array"),
-            (json!({ "tools": {} }), "page 1: `tools` is an object, not an array"),
+            (
+                json!({ "tools": {} }),
+                "page 1: `tools` is an object, not an array",
+            ),
             (
                 json!({ "tools": [], "nextCursor": 2 }),
                 "page 1: `nextCursor` is a number, not a string",
@@ -922,8 +933,11 @@ mod tests {
 
     #[test]
     fn a_page_after_the_last_is_refused() {
-        let error = collect(vec![json!({ "tools": [tool("a")] }), json!({ "tools": [tool("b")] })])
-            .unwrap_err();
+        let error = collect(vec![
+            json!({ "tools": [tool("a")] }),
+            json!({ "tools": [tool("b")] }),
+        ])
+        .unwrap_err();
         assert_eq!(error, CollectError::PageAfterEnd { page: 2 });
     }
 
@@ -936,8 +950,11 @@ mod tests {
         ]});
         let plain = collect(vec![page.clone()]).unwrap();
         assert!(plain.tools[0].fingerprint.is_none() && plain.tools[0].definition.is_none());
-        let titles: Vec<Option<&str>> =
-            plain.tools.iter().map(|tool| tool.title.as_deref()).collect();
+        let titles: Vec<Option<&str>> = plain
+            .tools
+            .iter()
+            .map(|tool| tool.title.as_deref())
+            .collect();
         assert_eq!(titles, [Some("A"), Some("B"), None]);
         assert!(plain.tools[0].hints.get(Hint::ReadOnly).value);
 
@@ -957,8 +974,14 @@ mod tests {
             { "name": "read", "annotations": { "readOnlyHint": true } },
         ]})])
         .unwrap();
-        assert_eq!(list.decide("read", Trust::Trusted).decision, Decision::Resend);
-        assert_eq!(list.decide("read", Trust::Untrusted).decision, Decision::ReadBackFirst);
+        assert_eq!(
+            list.decide("read", Trust::Trusted).decision,
+            Decision::Resend
+        );
+        assert_eq!(
+            list.decide("read", Trust::Untrusted).decision,
+            Decision::ReadBackFirst
+        );
         let unknown = list.decide("write", Trust::Trusted);
         assert_eq!(unknown.decision, Decision::Refuse);
         assert!(unknown.reason.contains("unknown tool"));
@@ -970,8 +993,13 @@ mod text_tests {
     use super::*;
     use serde_json::json;
 
+    /// What a listed tool comes to: name, page, title, hints.
+    type Summary = (String, usize, Option<String>, ToolHints);
+
     /// Collects `pages` both as trees and as text, asserting the two agree.
-    fn both(pages: &[Value]) -> Result<Vec<(String, usize, Option<String>, ToolHints)>, CollectError> {
+    fn both(
+        pages: &[Value],
+    ) -> Result<Vec<Summary>, CollectError> {
         let summary = |list: ToolList| {
             list.tools
                 .into_iter()
@@ -1051,7 +1079,11 @@ mod text_tests {
                            "nextCursor": "n" });
         let mut collector = Collector::new(CollectOptions::default());
         let response = json!({ "jsonrpc": "2.0", "id": 7, "result": page }).to_string();
-        assert_eq!(collector.push_response_json(&response, 8), None, "another id");
+        assert_eq!(
+            collector.push_response_json(&response, 8),
+            None,
+            "another id"
+        );
         for declined in [
             json!({ "jsonrpc": "2.0", "id": 7, "error": { "code": 1, "message": "m" } }),
             json!({ "jsonrpc": "2.0", "id": 7, "method": "ping" }),

@@ -393,6 +393,9 @@ mod tests {
         let meta = json!({ PROVENANCE_META_KEY: { "destructiveHint": "defaulted" }});
         let typed = ToolHints::of(&tool(Some(annotations.clone()), Some(meta.clone())));
         let wire = serde_json::to_value(&annotations).unwrap();
-        assert_eq!(ToolHints::from_json(Some(&wire), Some(&meta)).unwrap(), typed);
+        assert_eq!(
+            ToolHints::from_json(Some(&wire), Some(&meta)).unwrap(),
+            typed
+        );
     }
 }

@@ -224,11 +224,15 @@ mod tests {
     fn declared_non_idempotent_write_says_so() {
         let verdict = decide(
             Trust::Trusted,
-            &hints(json!({ "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false })),
+            &hints(
+                json!({ "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false }),
+            ),
         );
         assert_eq!(verdict.decision, Decision::ReadBackFirst);
         assert!(
-            verdict.reason.contains("the tool writes and is not idempotent"),
+            verdict
+                .reason
+                .contains("the tool writes and is not idempotent"),
             "{}",
             verdict.reason
         );

@@ -274,20 +274,44 @@ mod tests {
     }
 
     #[test]
+    fn the_fast_path_takes_only_a_plain_response_to_our_request() {
+        let line = br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#;
+        assert_eq!(fast_result(line, 3).unwrap().get(), r#"{"tools":[]}"#);
+        for other in [
+            &br#"{"jsonrpc":"2.0","id":4,"result":{"tools":[]}}"#[..],
+            br#"{"jsonrpc":"1.0","id":3,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":"3","result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":3,"result":[]}"#,
+            br#"{"jsonrpc":"2.0","id":3,"result":{},"error":{}}"#,
+            br#"[{"jsonrpc":"2.0","id":3,"result":{}}]"#,
+            b"not json",
+        ] {
+            assert!(
+                fast_result(other, 3).is_none(),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+    }
+
+    #[test]
     fn outcomes() {
+        let message = |value| outcome(Response::Message(value));
         assert_eq!(
-            outcome(json!({"jsonrpc": "2.0", "id": 1, "result": {"a": 1}})).unwrap(),
-            json!({"a": 1})
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": {"a": 1}}))
+                .unwrap()
+                .get(),
+            r#"{"a":1}"#
         );
         assert!(matches!(
-            outcome(json!({"jsonrpc": "2.0", "id": 1, "result": []})),
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": []})),
             Err(Failure::Invalid(_))
         ));
         assert!(matches!(
-            outcome(json!({"jsonrpc": "2.0", "id": 1})),
+            message(json!({"jsonrpc": "2.0", "id": 1})),
             Err(Failure::Invalid(_))
         ));
-        let Err(Failure::Rpc(code, message, data)) = outcome(
+        let Err(Failure::Rpc(code, message, data)) = message(
             json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad", "data": 5}}),
         ) else {
             panic!("an error response")

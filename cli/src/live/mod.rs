@@ -274,7 +274,10 @@ impl Session {
     /// the server sent it (`tools`, `nextCursor`, … untouched, unchecked; see
     /// `mcp_hints::collect::Collector::push_page_json`). Errors: as
     /// [`Session::request`].
-    pub async fn list_tools_page(&mut self, cursor: Option<&str>) -> Result<Box<RawValue>, LiveError> {
+    pub async fn list_tools_page(
+        &mut self,
+        cursor: Option<&str>,
+    ) -> Result<Box<RawValue>, LiveError> {
         let params = cursor.map(|cursor| json!({ "cursor": cursor }));
         self.request_raw("tools/list", params).await
     }
@@ -282,7 +285,11 @@ impl Session {
     /// Send request `method` with `params` (omitted when `None`) and return
     /// the `result`, which is always a JSON object. Errors: as
     /// [`Session::request_raw`].
-    pub async fn request(&mut self, method: &str, params: Option<Value>) -> Result<Value, LiveError> {
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, LiveError> {
         let raw = self.request_raw(method, params).await?;
         serde_json::from_str(raw.get()).map_err(|error| {
             LiveErrorKind::InvalidResponse {
@@ -369,7 +376,9 @@ impl Session {
             }
             false
         };
-        let response = self.exchange("tools/list", params, Some(&mut offer)).await?;
+        let response = self
+            .exchange("tools/list", params, Some(&mut offer))
+            .await?;
         match taken {
             Some(value) => Ok(Page::Accepted(value)),
             None => self.result_of("tools/list", response).map(Page::Raw),

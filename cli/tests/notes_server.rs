@@ -1,0 +1,223 @@
+//! The `mcp-hints` command against the example `notes` server, over stdio
+//! and over streamable HTTP, paginated two tools to a page: every page is
+//! followed, provenance comes from the server's `_meta`, and the example is
+//! lint-clean.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn notes_server() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+        escargot::CargoBuild::new()
+            .manifest_path(manifest)
+            .package("mcp-hints-examples")
+            .bin("notes")
+            .run()
+            .expect("build the notes example server")
+            .path()
+            .to_owned()
+    })
+    .clone()
+}
+
+fn mcp_hints(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mcp-hints runs")
+}
+
+/// (name, decision) in list order, the page count, and the report.
+fn audit(args: &[&str]) -> (i32, Vec<(String, String)>, Value) {
+    let output = mcp_hints(args);
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
+    let decisions = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            (
+                tool["name"].as_str().unwrap().to_owned(),
+                tool["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    (output.status.code().unwrap(), decisions, report)
+}
+
+fn expected() -> Vec<(String, String)> {
+    [
+        ("append_note", "read_back_first"),
+        ("delete_note", "resend"),
+        ("forecast", "resend"),
+        ("list_notes", "resend"),
+        ("update_note", "resend"),
+    ]
+    .iter()
+    .map(|(name, decision)| ((*name).to_owned(), (*decision).to_owned()))
+    .collect()
+}
+
+#[test]
+fn audit_over_stdio_follows_every_page() {
+    let server = notes_server();
+    let server = server.to_str().unwrap();
+    let (code, decisions, report) = audit(&[
+        "audit",
+        "--json",
+        "--trusted",
+        "--",
+        server,
+        "--page-size",
+        "2",
+    ]);
+    assert_eq!(code, 1, "append_note needs a read-back");
+    assert_eq!(decisions, expected());
+    assert_eq!(report["pages"], 3);
+    assert_eq!(report["server"]["serverInfo"]["name"], "notes");
+    for tool in report["tools"].as_array().unwrap() {
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert_eq!(
+                tool["hints"][hint]["provenance"], "declared",
+                "{} {hint}",
+                tool["name"]
+            );
+        }
+    }
+    let append = &report["tools"][0];
+    assert_eq!(
+        append["reason"],
+        "destructiveHint is false (declared) but idempotentHint is false (declared): the write \
+         only adds, so a resend duplicates it"
+    );
+}
+
+#[test]
+fn the_example_server_is_lint_clean_and_pins() {
+    let server = notes_server();
+    let server = server.to_str().unwrap();
+    let output = mcp_hints(&["lint", "--deny", "--", server, "--page-size", "2"]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "no findings in 5 tools\n"
+    );
+    assert_eq!(output.status.code(), Some(0));
+    // read_only emits destructiveHint false and idempotentHint true on
+    // purpose; the pedantic rule says so when asked.
+    let output = mcp_hints(&[
+        "lint",
+        "--json",
+        "--warn",
+        "meaningless_hints",
+        "--",
+        server,
+    ]);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tools: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| finding["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["forecast", "list_notes"]);
+
+    let paged = mcp_hints(&["pin", "--", server, "--page-size", "2"]);
+    let whole = mcp_hints(&["pin", "--", server]);
+    assert_eq!(paged.status.code(), Some(0));
+    assert_eq!(
+        paged.stdout, whole.stdout,
+        "page size does not change the lock"
+    );
+}
+
+/// `notes --http 127.0.0.1:0`, killed when dropped.
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(page_size: &str) -> HttpServer {
+        let mut child = Command::new(notes_server())
+            .args(["--http", "127.0.0.1:0", "--page-size", page_size])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("notes starts");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("notes prints its address")
+                .expect("stderr is readable");
+            if let Some(url) = line.strip_prefix("notes: serving MCP over streamable HTTP at ") {
+                break url.to_owned();
+            }
+        };
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn audit_over_streamable_http_follows_every_page() {
+    let server = HttpServer::start("2");
+    let (code, decisions, report) = audit(&["audit", "--json", "--trusted", "--url", &server.url]);
+    assert_eq!(code, 1);
+    assert_eq!(decisions, expected());
+    assert_eq!(report["pages"], 3);
+    assert_eq!(report["target"]["kind"], "live");
+    assert_eq!(report["server"]["serverInfo"]["name"], "notes");
+
+    let (code, untrusted, _) = audit(&["audit", "--json", "--url", &server.url]);
+    assert_eq!(code, 1);
+    assert!(
+        untrusted
+            .iter()
+            .all(|(_, decision)| decision == "read_back_first")
+    );
+
+    let text = mcp_hints(&["audit", "--trusted", "--url", &server.url]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("5 tools in 3 pages"), "{text}");
+    assert!(
+        text.ends_with("5 tools: 4 resend, 1 read back first\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unreachable_url_is_exit_2() {
+    // Bind and drop a listener: the port is then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let output = mcp_hints(&["audit", "--timeout", "5", "--url", &url]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("cannot connect"), "{message}");
+}
