@@ -997,9 +997,7 @@ mod text_tests {
     type Summary = (String, usize, Option<String>, ToolHints);
 
     /// Collects `pages` both as trees and as text, asserting the two agree.
-    fn both(
-        pages: &[Value],
-    ) -> Result<Vec<Summary>, CollectError> {
+    fn both(pages: &[Value]) -> Result<Vec<Summary>, CollectError> {
         let summary = |list: ToolList| {
             list.tools
                 .into_iter()

@@ -79,6 +79,9 @@ async fn start_server() -> (Child, String) {
 }
 
 async fn connect(url: &str, mode: ClientLifecycleMode) -> Client {
+    // Needed when a workspace build gives reqwest rustls without a provider
+    // (see examples/Cargo.toml); an error means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
     within("session start", ().serve_with_lifecycle(transport, mode))
         .await

@@ -7,21 +7,25 @@
 //! typed SDK client:
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), mcp_hints_cli::live::LiveError> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use mcp_hints::collect::{CollectOptions, Collector};
 //! use mcp_hints_cli::live::{LiveOptions, LiveTarget, Session};
 //!
 //! let target = LiveTarget::Command { program: "my-server".into(), args: vec![] };
 //! let mut session = Session::connect(&target, &LiveOptions::default()).await?;
+//! let mut collector = Collector::new(CollectOptions::default());
 //! let mut cursor: Option<String> = None;
 //! loop {
+//!     // The `result` object's JSON text, as the server sent it.
 //!     let page = session.list_tools_page(cursor.as_deref()).await?;
-//!     // ... page["tools"] is the server's JSON, untouched ...
-//!     match page.get("nextCursor").and_then(|c| c.as_str()) {
+//!     match collector.push_page_json(page.get())? {
 //!         Some(next) => cursor = Some(next.to_owned()),
 //!         None => break,
 //!     }
 //! }
 //! session.close().await;
+//! let list = collector.finish()?;
+//! println!("{} tools", list.tools.len());
 //! # Ok(()) }
 //! ```
 //!
