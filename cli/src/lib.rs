@@ -85,7 +85,7 @@ async fn audit(args: AuditArgs) -> Result<u8, String> {
     };
     let audit = Audit::new(&list, trust, drift);
     if args.json {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         audit
             .write_json(&origin, &mut out)
             .map_err(std::io::Error::from)
