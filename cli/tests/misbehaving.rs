@@ -104,3 +104,42 @@ fn declared_capabilities_are_sent_and_reported() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// `mcp-hints audit --timeout 2 -- sh -c SCRIPT`: exit status and stderr.
+fn audit_sh(script: &str) -> (Option<i32>, String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--timeout", "2", "--", "sh", "-c", script])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn a_server_that_hangs_dies_or_prints_garbage_is_exit_2_with_the_reason() {
+    let (code, message, elapsed) = audit_sh("sleep 30");
+    assert_eq!(code, Some(2));
+    assert!(
+        message.contains("did not answer `initialize` within 2s"),
+        "{message}"
+    );
+    assert!(elapsed.as_secs() < 20, "the hung server is not waited for");
+
+    let (code, message, _) = audit_sh("echo 'fatal: no API key' >&2; exit 3");
+    assert_eq!(code, Some(2));
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(message.contains("fatal: no API key"), "{message}");
+
+    let (code, message, _) = audit_sh("echo 'Server started on stdio'; sleep 30");
+    assert_eq!(code, Some(2));
+    assert!(
+        message.contains("stdout line 1 that is not JSON")
+            && message.contains("Server started on stdio"),
+        "{message}"
+    );
+}
