@@ -478,3 +478,23 @@ fn audit_table_for_people() {
         &"2 tools: 1 resend, 1 read back first"
     );
 }
+
+#[test]
+fn colour_only_when_asked_for_or_on_a_terminal() {
+    let path = corpus("cases/two-pages-first-only-clients.json");
+    let forced = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--trusted", path.to_str().unwrap()])
+        .env_remove("NO_COLOR")
+        .env("CLICOLOR_FORCE", "1")
+        .output()
+        .unwrap();
+    let text = stdout(&forced);
+    assert!(text.contains("\u{1b}[1m\u{1b}[32mresend"), "{text:?}");
+    // The JSON report never carries colour.
+    let json = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--json", path.to_str().unwrap()])
+        .env("CLICOLOR_FORCE", "1")
+        .output()
+        .unwrap();
+    assert!(!stdout(&json).contains('\u{1b}'));
+}
