@@ -171,43 +171,132 @@ pub async fn fetch(
     Ok((collected?, origin))
 }
 
+/// One page for the collector's thread: a whole JSON-RPC response (with its
+/// request id), or the raw `result` the session took out of one.
+enum Work {
+    Response(String, u64),
+    Result(String),
+}
+
+/// Collects every page of a live server. Reading a page in full is the
+/// costly part, so it runs on a thread of its own: the next page is
+/// requested as soon as its cursor has been skimmed from the response, and
+/// the server makes it while the collector reads the last one. The
+/// collector's verdict is the one that counts: the skim only decides
+/// whether to ask for more, and stops at the first odd page, a repeated
+/// cursor or the page cap, which the collector then reports.
 async fn collect_live(
     session: &mut Session,
     options: CollectOptions,
 ) -> Result<ToolList, SourceError> {
-    let mut collector = Collector::new(options);
+    let max_pages = options.max_pages;
+    // Two pages in flight at most: the collector never falls far behind.
+    let (work, pages) = std::sync::mpsc::sync_channel::<Work>(2);
+    let collector = std::thread::spawn(move || {
+        let mut collector = Collector::new(options);
+        for page in pages {
+            match page {
+                Work::Response(text, id) => match collector.push_response_json(&text, id) {
+                    Some(taken) => drop(taken?),
+                    None => drop(collector.push_page_json(result_of(&text))?),
+                },
+                Work::Result(text) => drop(collector.push_page_json(&text)?),
+            }
+        }
+        collector.finish()
+    });
+    let target = session.target().to_owned();
+    let collected = |collector: std::thread::JoinHandle<Result<ToolList, CollectError>>| {
+        collector
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map_err(|error| SourceError::Collect {
+                origin: target.clone(),
+                error,
+            })
+    };
+    let mut cursors = std::collections::HashSet::new();
     let mut cursor: Option<String> = None;
+    let mut fetched = 0;
     loop {
-        // The response is read in one pass by the collector when it has the
-        // usual shape; otherwise the session sorts it and the collector
-        // takes the raw result, naming any fault.
         let page = session
             .list_tools_page_with(cursor.as_deref(), |text, id| {
-                collector
-                    .push_response_json(text, id)
-                    .map(|next| next.map(|next| next.map(str::to_owned)))
+                skim_response(text, id).map(|next| (text.to_owned(), id, next))
             })
-            .await
-            .map_err(SourceError::Live)?;
-        let next = match page {
-            Page::Accepted(next) => next,
-            Page::Raw(raw) => collector
-                .push_page_json(raw.get())
-                .map(|next| next.map(str::to_owned)),
+            .await;
+        let (page, next) = match page {
+            Ok(Page::Accepted((text, id, next))) => (Work::Response(text, id), next),
+            Ok(Page::Raw(raw)) => {
+                let next = skim_page(raw.get());
+                (Work::Result(raw.get().to_owned()), next)
+            }
+            Err(error) => {
+                drop(work);
+                // A fault the collector found in an earlier page comes first.
+                collected(collector)?;
+                return Err(SourceError::Live(error));
+            }
+        };
+        fetched += 1;
+        if work.send(page).is_err() {
+            // The collector stopped at a fault: it says which.
+            break;
         }
-        .map_err(|error| SourceError::Collect {
-            origin: session.target().to_owned(),
-            error,
-        })?;
         match next {
-            Some(next) => cursor = Some(next),
-            None => break,
+            Some(next) if fetched < max_pages && cursors.insert(next.clone()) => {
+                cursor = Some(next);
+            }
+            _ => break,
         }
     }
-    collector.finish().map_err(|error| SourceError::Collect {
-        origin: session.target().to_owned(),
-        error,
-    })
+    drop(work);
+    collected(collector)
+}
+
+/// The cursor of a response to request `id` with a page result, skimmed
+/// without reading the tools: `Some(None)` for the last page, `None` when
+/// the text is not such a response (the session then sorts it).
+fn skim_response(text: &str, id: u64) -> Option<Option<String>> {
+    #[derive(Deserialize)]
+    struct Skim<'a> {
+        jsonrpc: Option<&'a str>,
+        id: Option<u64>,
+        method: Option<IgnoredAny>,
+        error: Option<IgnoredAny>,
+        result: Option<SkimPage>,
+    }
+    let skim: Skim<'_> = serde_json::from_str(text).ok()?;
+    let well_formed = skim.jsonrpc == Some("2.0")
+        && skim.id == Some(id)
+        && skim.method.is_none()
+        && skim.error.is_none();
+    skim.result.filter(|_| well_formed).map(|page| page.next_cursor)
+}
+
+/// The cursor of a page result, skimmed; `None` also for a page the skim
+/// cannot read (the collector then names the fault).
+fn skim_page(text: &str) -> Option<String> {
+    serde_json::from_str::<SkimPage>(text)
+        .ok()
+        .and_then(|page| page.next_cursor)
+}
+
+#[derive(Deserialize)]
+struct SkimPage {
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
+/// The `result` member's text of a response the skim accepted.
+fn result_of(text: &str) -> &str {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        result: &'a RawValue,
+    }
+    serde_json::from_str::<Envelope<'_>>(text)
+        .map(|envelope| envelope.result.get())
+        .unwrap_or(text)
 }
 
 fn from_files(files: &[PathBuf], options: CollectOptions) -> Result<ToolList, SourceError> {
