@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::source::Origin;
 use crate::table::{Cell, render};
+use crate::text::{count, shown};
 
 /// The audit of one list.
 pub struct Audit<'a> {
@@ -125,15 +126,10 @@ impl<'a> Audit<'a> {
                  server you vetted)\n"
             }
         });
-        let pages = if self.list.pages == 1 {
-            "page"
-        } else {
-            "pages"
-        };
         out.push_str(&format!(
-            "{} tools in {} {pages}\n\n",
-            self.list.tools.len(),
-            self.list.pages
+            "{} in {}\n\n",
+            count(self.list.tools.len(), "tool", "tools"),
+            count(self.list.pages, "page", "pages")
         ));
         let rows: Vec<Vec<Cell>> = self
             .list
@@ -154,7 +150,7 @@ impl<'a> Audit<'a> {
                             Style::new().fg_color(Some(AnsiColor::Red.into())),
                         ),
                     };
-                    row.push(Cell::styled(text, style));
+                    row.push(Cell::styled(&text, style));
                 }
                 row.push(Cell::plain(&verdict.reason));
                 row
@@ -177,8 +173,8 @@ impl<'a> Audit<'a> {
             out.push_str(&drift_text(lock, drift));
         }
         out.push_str(&format!(
-            "\n{} tools: {} resend, {} read back first{}\n",
-            self.list.tools.len(),
+            "\n{}: {} resend, {} read back first{}\n",
+            count(self.list.tools.len(), "tool", "tools"),
             self.count(Decision::Resend),
             self.count(Decision::ReadBackFirst),
             match self.count(Decision::Refuse) {
@@ -314,15 +310,15 @@ fn drift_text(lock: &str, drift: &Drift) -> String {
     }
     let mut out = format!("changes since {lock}:\n");
     for name in &drift.added {
-        out.push_str(&format!("  + {name} (added)\n"));
+        out.push_str(&format!("  + {} (added)\n", shown(name)));
     }
     for name in &drift.removed {
-        out.push_str(&format!("  - {name} (removed)\n"));
+        out.push_str(&format!("  - {} (removed)\n", shown(name)));
     }
     for changed in &drift.changed {
         out.push_str(&format!(
             "  ~ {} (changed: {})\n",
-            changed.name,
+            shown(&changed.name),
             what_changed(changed)
         ));
     }

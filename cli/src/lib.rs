@@ -10,6 +10,7 @@ pub mod lint;
 pub mod live;
 pub mod source;
 mod table;
+pub mod text;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,18 +30,40 @@ use crate::lint::{Finding, Rule};
 pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Runs the command line `cli` and returns its exit status.
+///
+/// SIGINT, SIGTERM and SIGHUP end the run at once: the live server, in a
+/// process group of its own that a terminal's Ctrl-C does not reach, is
+/// stopped with its group, and the status is 128 plus the signal's number.
 pub async fn run(cli: Cli) -> ExitCode {
-    let (json, result) = match cli.command {
-        Command::Audit(args) => (args.json, audit(args).await),
-        Command::Lint(args) => (args.json, lint(args).await),
-        Command::Pin(args) => (false, pin(args).await),
+    let command = async {
+        match cli.command {
+            Command::Audit(args) => (args.json, audit(args).await),
+            Command::Lint(args) => (args.json, lint(args).await),
+            Command::Pin(args) => (false, pin(args).await),
+        }
+    };
+    let (json, result) = tokio::select! {
+        // Watch the signals before the command starts a server.
+        biased;
+        (name, number) = interrupted() => {
+            // Dropping the command's future dropped its session, which kills
+            // the server's process group.
+            let _ = writeln!(
+                anstream::stderr(),
+                "error: stopped by {name}; the server was stopped too"
+            );
+            return ExitCode::from(128 + number);
+        }
+        outcome = command => outcome,
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
             if json {
-                println!("{}", json!({ "error": message }));
+                // The report's reader may be gone; stderr still says why.
+                let _ = writeln!(std::io::stdout(), "{}", json!({ "error": message }));
             }
+            let message = text::shown_lines(&message);
             let style = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
             let _ = writeln!(
                 anstream::stderr(),
@@ -53,12 +76,62 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Writes the report; colour is stripped unless stdout is a terminal (or
+/// CLICOLOR_FORCE is set).
+/// The first of SIGINT, SIGTERM and SIGHUP to arrive: its name and number.
+/// Never, where they cannot be watched.
+#[cfg(unix)]
+async fn interrupted() -> (&'static str, u8) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watch = |kind| signal(kind).ok();
+    let (mut int, mut term, mut hup) = (
+        watch(SignalKind::interrupt()),
+        watch(SignalKind::terminate()),
+        watch(SignalKind::hangup()),
+    );
+    async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+        match signal {
+            Some(signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        () = next(&mut int) => ("SIGINT", 2),
+        () = next(&mut term) => ("SIGTERM", 15),
+        () = next(&mut hup) => ("SIGHUP", 1),
+    }
+}
+
+/// Ctrl-C, where Unix signals do not exist.
+#[cfg(not(unix))]
+async fn interrupted() -> (&'static str, u8) {
+    match tokio::signal::ctrl_c().await {
+        Ok(()) => ("Ctrl-C", 2),
+        Err(_) => std::future::pending().await,
+    }
+}
+
 fn print(text: &str) -> Result<(), String> {
     let mut stdout = anstream::stdout();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|error| format!("cannot write the report: {error}"))
+    written(
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush()),
+    )
+}
+
+/// A broken pipe means the report's reader went away (`| head`): nothing is
+/// lost that anyone reads, so the exit status stays the audit's. Any other
+/// write error (a full disk, a closed stdout) is exit 2.
+fn written(result: std::io::Result<()>) -> Result<(), String> {
+    match result {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write the report: {error}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 async fn audit(args: AuditArgs) -> Result<u8, String> {
@@ -86,12 +159,13 @@ async fn audit(args: AuditArgs) -> Result<u8, String> {
     let audit = Audit::new(&list, trust, drift);
     if args.json {
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        audit
-            .write_json(&origin, &mut out)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-            .and_then(|()| out.flush())
-            .map_err(|error| format!("cannot write the report: {error}"))?;
+        written(
+            audit
+                .write_json(&origin, &mut out)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush()),
+        )?;
     } else {
         print(&audit.to_text(&origin))?;
     }
@@ -177,7 +251,8 @@ fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
         ));
         out.push_str(&format!(
             "  {b}-->{br} tool `{}` (page {})\n",
-            finding.tool, finding.page
+            text::shown(&finding.tool),
+            finding.page
         ));
         if let Some(note) = &finding.note {
             out.push_str(&format!("   {b}={br} {s}note{sr}: {note}\n"));
@@ -188,13 +263,17 @@ fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
     with_findings.sort_unstable();
     with_findings.dedup();
     if findings.is_empty() {
-        out.push_str(&format!("no findings in {tools} tools\n"));
+        out.push_str(&format!(
+            "no findings in {}\n",
+            text::count(tools, "tool", "tools")
+        ));
     } else {
         let plural = if findings.len() == 1 { "" } else { "s" };
         out.push_str(&format!(
-            "{l}{level}{lr}{s}: {} finding{plural} in {} of {tools} tools{sr}\n",
+            "{l}{level}{lr}{s}: {} finding{plural} in {} of {}{sr}\n",
             findings.len(),
-            with_findings.len()
+            with_findings.len(),
+            text::count(tools, "tool", "tools")
         ));
     }
     out
@@ -210,13 +289,17 @@ async fn pin(args: PinArgs) -> Result<u8, String> {
         .await
         .map_err(|error| error.to_string())?;
     let lock = Lock::of(&list).map_err(|error| error.to_string())?;
-    print(&lock.to_json())?;
+    // The lock is the whole point: a stdout that cannot take it is an error.
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(lock.to_json().as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| format!("cannot write the lock: {error}"))?;
     let _ = writeln!(
         anstream::stderr(),
-        "pinned {} tools from {} page{}",
-        list.tools.len(),
-        list.pages,
-        if list.pages == 1 { "" } else { "s" }
+        "pinned {} from {}",
+        text::count(list.tools.len(), "tool", "tools"),
+        text::count(list.pages, "page", "pages"),
     );
     Ok(0)
 }

@@ -20,6 +20,8 @@ use mcp_hints::collect::{ListedTool, ToolList};
 use mcp_hints::{Hint, Provenance, ToolHints};
 use serde_json::{Map, Value};
 
+use crate::text::shown;
+
 /// A lint rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
@@ -137,22 +139,25 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
                 });
             }
         };
-        if let Some((message, note, help)) = undeclared(tool) {
+        // Names go into messages for people: escaped and cut (the JSON
+        // report's `tool` field keeps the name as served).
+        let shown = shown(&tool.name);
+        if let Some((message, note, help)) = undeclared(&shown, &tool.hints) {
             push(Rule::UndeclaredHints, message, Some(note), help);
         }
-        for (message, help) in contradictions(&tool.name, &tool.hints) {
+        for (message, help) in contradictions(&shown, &tool.hints) {
             push(Rule::ContradictingHints, message, None, help);
         }
-        if let Some((message, help)) = meaningless(&tool.name, &tool.hints) {
+        if let Some((message, help)) = meaningless(&shown, &tool.hints) {
             push(Rule::MeaninglessHints, message, None, help);
         }
-        for (message, note, help) in misplaced(&tool.name, definition) {
+        for (message, note, help) in misplaced(&shown, definition) {
             push(Rule::MisplacedHints, message, Some(note), help);
         }
         if tool.title.is_none() {
             push(
                 Rule::MissingTitle,
-                format!("tool `{}` has no title", tool.name),
+                format!("tool `{shown}` has no title"),
                 Some("clients show the bare name to people asked to confirm a call".to_owned()),
                 "add a human-readable `title` to the tool (spec 2025-06-18 and later)".to_owned(),
             );
@@ -160,7 +165,7 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
         if let Some(problem) = name_problem(&tool.name) {
             push(
                 Rule::InvalidToolName,
-                format!("tool name `{}` {problem}", tool.name),
+                format!("tool name `{shown}` {problem}"),
                 Some("clients may reject the tool or fail to call it".to_owned()),
                 "use 1 to 128 of `A-Z a-z 0-9 _ - .` (spec 2025-11-25, tool names)".to_owned(),
             );
@@ -187,8 +192,7 @@ fn is_declared(hints: &ToolHints, hint: Hint) -> bool {
 /// The macro's rule on the wire: the read/write side is settled by
 /// readOnlyHint true, or by both destructiveHint and idempotentHint; the world
 /// by openWorldHint.
-fn undeclared(tool: &ListedTool) -> Option<(String, String, String)> {
-    let hints = &tool.hints;
+fn undeclared(name: &str, hints: &ToolHints) -> Option<(String, String, String)> {
     let read_only = hints.get(Hint::ReadOnly);
     let read_write_settled = (read_only.value && read_only.provenance == Provenance::Declared)
         || (is_declared(hints, Hint::Destructive) && is_declared(hints, Hint::Idempotent));
@@ -206,7 +210,6 @@ fn undeclared(tool: &ListedTool) -> Option<(String, String, String)> {
     if open.is_empty() {
         return None;
     }
-    let name = &tool.name;
     let writes = !read_only.value;
     let is_open = |hint| open.contains(&hint);
     let mut consequences = Vec::new();
@@ -431,7 +434,7 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
             let mut replaced: Vec<String> = Vec::new();
             for tool in &tools {
                 for c in tool.name.chars() {
-                    let shown = format!("`{c}`");
+                    let shown = format!("`{}`", c.escape_default());
                     if !(c.is_ascii_alphanumeric()
                         || c == '_'
                         || c == '-'
@@ -446,8 +449,9 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
                 tool: tools[0].name.clone(),
                 page: tools[0].page,
                 message: format!(
-                    "tool names {} collide as `{safe}` once {} is replaced by `_`",
+                    "tool names {} collide as `{}` once {} is replaced by `_`",
                     join(&names),
+                    shown(&safe),
                     join(&replaced)
                 ),
                 note: Some(format!(

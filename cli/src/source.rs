@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::args::TargetArgs;
 use crate::live::{LiveError, LiveOptions, LiveTarget, Page, Session};
+use crate::text::shown;
 
 /// Where the tools came from, for the report.
 #[derive(Debug)]
@@ -81,7 +82,12 @@ impl Origin {
                     .and_then(Value::as_str)
                     .unwrap_or("?");
                 vec![
-                    format!("server: {} {} ({target})", field("name"), field("version")),
+                    format!(
+                        "server: {} {} ({})",
+                        shown(&field("name")),
+                        shown(&field("version")),
+                        shown(target)
+                    ),
                     format!("protocol: {version}"),
                     format!("client capabilities declared: {capabilities}"),
                 ]
@@ -270,7 +276,9 @@ fn skim_response(text: &str, id: u64) -> Option<Option<String>> {
         && skim.id == Some(id)
         && skim.method.is_none()
         && skim.error.is_none();
-    skim.result.filter(|_| well_formed).map(|page| page.next_cursor)
+    skim.result
+        .filter(|_| well_formed)
+        .map(|page| page.next_cursor)
 }
 
 /// The cursor of a page result, skimmed; `None` also for a page the skim

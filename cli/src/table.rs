@@ -3,6 +3,9 @@
 //! strips when the output is not a terminal (or NO_COLOR is set).
 
 use anstyle::Style;
+use unicode_width::UnicodeWidthStr;
+
+use crate::text::shown;
 
 /// One cell: its text and style.
 pub struct Cell {
@@ -12,17 +15,15 @@ pub struct Cell {
 
 impl Cell {
     /// A cell without style.
-    pub fn plain(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            style: Style::new(),
-        }
+    pub fn plain(text: &str) -> Cell {
+        Cell::styled(text, Style::new())
     }
 
-    /// A cell in `style`.
-    pub fn styled(text: impl Into<String>, style: Style) -> Cell {
+    /// A cell in `style`. Control characters are escaped and very long
+    /// text is cut (see [`shown`]): cells hold server-given names.
+    pub fn styled(text: &str, style: Style) -> Cell {
         Cell {
-            text: text.into(),
+            text: shown(text).into_owned(),
             style,
         }
     }
@@ -32,10 +33,10 @@ impl Cell {
 /// column is not padded. Every line ends in a newline.
 pub fn render(header: &[&str], rows: &[Vec<Cell>]) -> String {
     let columns = header.len();
-    let mut widths: Vec<usize> = header.iter().map(|title| title.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|title| title.width()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.text.chars().count());
+            *width = (*width).max(cell.text.width());
         }
     }
     let bold = Style::new().bold();
@@ -53,7 +54,7 @@ pub fn render(header: &[&str], rows: &[Vec<Cell>]) -> String {
                 cell.style.render_reset()
             ));
             if index + 1 < columns {
-                let pad = widths[index] - cell.text.chars().count() + 2;
+                let pad = widths[index] - cell.text.width() + 2;
                 out.extend(std::iter::repeat_n(' ', pad));
             }
         }

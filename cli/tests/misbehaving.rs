@@ -143,3 +143,63 @@ fn a_server_that_hangs_dies_or_prints_garbage_is_exit_2_with_the_reason() {
         "{message}"
     );
 }
+
+/// Whether process `pid` still runs (a zombie awaiting its reaper does not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_stops_the_audit_and_its_server() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("signal");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("server.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let script = format!("echo $$ > '{}'; exec sleep 600", pid_file.display());
+    let mut audit = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let server = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file)
+            && !pid.trim().is_empty()
+        {
+            break pid.trim().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(running(&server));
+    let killed = Command::new("kill")
+        .args(["-TERM", &audit.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = audit.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running(&server) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server {server} outlived the audit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut message = String::new();
+    std::io::Read::read_to_string(&mut audit.stderr.take().unwrap(), &mut message).unwrap();
+    assert_eq!(
+        message,
+        "error: stopped by SIGTERM; the server was stopped too\n"
+    );
+}
