@@ -30,6 +30,10 @@ pub enum Command {
     /// meaningless or misplaced hints, missing titles, bad or colliding
     /// names.
     ///
+    /// Rules (all on but meaningless_hints): undeclared_hints,
+    /// contradicting_hints, meaningless_hints, misplaced_hints,
+    /// missing_title, invalid_tool_name, colliding_tool_names.
+    ///
     /// Exit status: 0 (1 with --deny when there is a finding), 2 for bad or
     /// incomplete input or a server that cannot be reached.
     Lint(LintArgs),
@@ -101,7 +105,13 @@ pub struct TargetArgs {
     #[arg(last = true, value_name = "COMMAND", conflicts_with_all = ["files", "url"])]
     pub command: Vec<OsString>,
     /// Seconds each request to a live server may take.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_seconds)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value = "30",
+        value_parser = parse_seconds,
+        allow_negative_numbers = true
+    )]
     pub timeout: std::time::Duration,
     /// The client capabilities declared in `initialize`, as a JSON object.
     #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_capabilities)]
@@ -114,7 +124,7 @@ pub struct TargetArgs {
     #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
     pub headers: Vec<(String, String)>,
     /// The most tools/list pages accepted before giving up.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = parse_max_pages)]
     pub max_pages: usize,
 }
 
@@ -122,10 +132,23 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
     let seconds: f64 = text
         .parse()
         .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if seconds.is_nan() || seconds <= 0.0 {
+        return Err(format!(
+            "`{text}`: the timeout must be a positive number of seconds"
+        ));
+    }
     std::time::Duration::try_from_secs_f64(seconds)
         .ok()
         .filter(|duration| !duration.is_zero())
-        .ok_or_else(|| format!("`{text}`: the timeout must be a positive number of seconds"))
+        .ok_or_else(|| format!("`{text}` seconds is too long or too short a timeout"))
+}
+
+fn parse_max_pages(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the page cap must be at least 1".to_owned()),
+        Ok(pages) => Ok(pages),
+        Err(_) => Err(format!("`{text}` is not a number of pages")),
+    }
 }
 
 fn parse_capabilities(text: &str) -> Result<serde_json::Value, String> {

@@ -157,7 +157,13 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
         if tool.title.is_none() {
             push(
                 Rule::MissingTitle,
-                format!("tool `{shown}` has no title"),
+                match definition.get("title") {
+                    Some(title) if !title.is_null() && !title.is_string() => format!(
+                        "tool `{shown}` has a `title` that is {}, not a string",
+                        json_kind(title)
+                    ),
+                    _ => format!("tool `{shown}` has no title"),
+                },
                 Some("clients show the bare name to people asked to confirm a call".to_owned()),
                 "add a human-readable `title` to the tool (spec 2025-06-18 and later)".to_owned(),
             );
@@ -175,6 +181,17 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
         findings.extend(collisions(list));
     }
     findings
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn join(items: &[String]) -> String {

@@ -101,6 +101,8 @@ impl Origin {
 pub enum SourceError {
     /// No target, or more than one kind.
     NoTarget,
+    /// `--header` was given for a target other than `--url`.
+    HeaderWithoutUrl,
     /// A saved page file could not be read or is not JSON.
     File {
         /// The file.
@@ -125,6 +127,9 @@ impl fmt::Display for SourceError {
             SourceError::NoTarget => f.write_str(
                 "no server given: pass saved pages (FILE...), --url URL, or -- COMMAND ARGS...",
             ),
+            SourceError::HeaderWithoutUrl => {
+                f.write_str("--header applies only to a --url server: it would be ignored here")
+            }
             SourceError::File { path, message } => {
                 write!(f, "{}: {message}", path.display())
             }
@@ -144,6 +149,9 @@ pub async fn fetch(
     target: &TargetArgs,
     options: CollectOptions,
 ) -> Result<(ToolList, Origin), SourceError> {
+    if !target.headers.is_empty() && target.url.is_none() {
+        return Err(SourceError::HeaderWithoutUrl);
+    }
     if !target.files.is_empty() {
         let list = from_files(&target.files, options)?;
         return Ok((list, Origin::Files(target.files.clone())));

@@ -43,7 +43,7 @@ pub fn render(header: &[&str], rows: &[Vec<Cell>]) -> String {
     let mut out = String::new();
     let header: Vec<Cell> = header
         .iter()
-        .map(|title| Cell::styled(*title, bold))
+        .map(|title| Cell::styled(title, bold))
         .collect();
     for row in std::iter::once(&header).chain(rows) {
         for (index, cell) in row.iter().enumerate().take(columns) {

@@ -203,3 +203,101 @@ fn a_signal_stops_the_audit_and_its_server() {
         "error: stopped by SIGTERM; the server was stopped too\n"
     );
 }
+
+#[test]
+fn a_tool_name_cannot_forge_a_line_of_the_report() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("forge");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("page.json");
+    let forged = "evil\nsafe_tool  resend  true\u{1b}[31m";
+    let long = "n".repeat(100_000);
+    std::fs::write(
+        &page,
+        serde_json::json!({ "tools": [{ "name": forged }, { "name": long }] }).to_string(),
+    )
+    .unwrap();
+    for command in ["audit", "lint"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(
+                [command, "--trusted"]
+                    .into_iter()
+                    .filter(|arg| command == "audit" || *arg != "--trusted"),
+            )
+            .arg(&page)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(!text.contains('\u{1b}'), "{command}: {text}");
+        assert!(
+            !text.lines().any(|line| line.starts_with("safe_tool")),
+            "{command}: {text}"
+        );
+        assert!(
+            text.contains("evil\\nsafe_tool  resend  true\\u{1b}[31m"),
+            "{command}: {text}"
+        );
+        assert!(text.contains("… (100000 characters)"), "{command}");
+        assert!(text.len() < 20_000, "{command}: {} bytes", text.len());
+    }
+    // The JSON report keeps the names exactly as served.
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--json"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["tools"][0]["name"], forged);
+}
+
+#[test]
+fn a_redirect_is_reported_not_followed() {
+    // A real HTTP server (Python's standard library) that redirects every
+    // POST elsewhere.
+    let script = r#"
+import http.server, sys
+class Redirect(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.send_response(307)
+        self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+    let mut server = Command::new("python3")
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", port.trim());
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args([
+            "audit",
+            "--timeout",
+            "5",
+            "--header",
+            "X-Api-Key: secret",
+            "--url",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.contains("HTTP 307")
+            && message.contains("redirected to http://127.0.0.1:9/elsewhere"),
+        "{message}"
+    );
+}

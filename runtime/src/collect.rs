@@ -243,7 +243,15 @@ impl fmt::Display for CollectError {
                 write!(f, "page {page} is {found}, not a tools/list result object")
             }
             CollectError::PageNotJson { page, error } => {
-                write!(f, "page {page} is not JSON: {error}")
+                if error.starts_with("recursion limit exceeded") {
+                    write!(
+                        f,
+                        "page {page} nests JSON more than 128 levels deep, deeper than this \
+                         reader follows: {error}"
+                    )
+                } else {
+                    write!(f, "page {page} is not JSON: {error}")
+                }
             }
             CollectError::JsonRpcError {
                 page,

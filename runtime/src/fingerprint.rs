@@ -90,8 +90,20 @@ impl Fingerprint {
             match tool.get(part.wire_name()) {
                 None | Some(Value::Null) => {}
                 Some(value) => {
-                    parts.insert(part.wire_name().to_owned(), digest(value));
-                    covered.insert(part.wire_name().to_owned(), value.clone());
+                    let value = match (part, value) {
+                        // A null hint is an absent one (see `ToolHints`), so
+                        // it changes nothing.
+                        (Part::Annotations, Value::Object(annotations)) => Value::Object(
+                            annotations
+                                .iter()
+                                .filter(|(_, value)| !value.is_null())
+                                .map(|(key, value)| (key.clone(), value.clone()))
+                                .collect(),
+                        ),
+                        _ => value.clone(),
+                    };
+                    parts.insert(part.wire_name().to_owned(), digest(&value));
+                    covered.insert(part.wire_name().to_owned(), value);
                 }
             }
         }
@@ -352,6 +364,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a, fingerprint(b));
+    }
+
+    #[test]
+    fn a_null_hint_is_an_absent_one() {
+        let absent = fingerprint(json!({ "name": "t", "annotations": { "readOnlyHint": true } }));
+        let null = fingerprint(json!({ "name": "t",
+            "annotations": { "readOnlyHint": true, "destructiveHint": null } }));
+        assert_eq!(absent, null);
     }
 
     #[test]

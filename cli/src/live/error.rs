@@ -309,7 +309,10 @@ fn describe_exit(status: &Option<ExitStatus>) -> String {
 
 fn status_hint(status: u16) -> &'static str {
     match status {
-        401 | 403 => " (the server wants credentials: pass e.g. an Authorization header)",
+        401 | 403 => {
+            " (the server wants credentials it accepts: pass them with --header, e.g. \
+             'Authorization: Bearer ...')"
+        }
         404 => " (wrong URL, or the server ended the session)",
         405 => " (the URL does not accept POST: is it the MCP endpoint?)",
         406 | 415 => " (the server rejected the Accept or Content-Type header)",

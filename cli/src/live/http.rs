@@ -60,6 +60,9 @@ impl HttpTransport {
         let client = Client::builder()
             .user_agent(concat!("mcp-hints/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(options.timeout)
+            // A redirect is reported, not followed: following it would send
+            // the --header credentials to whatever host it names.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|error| invalid_url(format!("cannot set up an HTTP client: {error}")))?;
         Ok(HttpTransport {
@@ -309,6 +312,10 @@ fn http_error(error: reqwest::Error, ctx: &Ctx<'_>) -> LiveError {
 /// [`LiveErrorKind::HttpStatus`] with the start of the body.
 async fn status_error(mut response: Response, ctx: &Ctx<'_>) -> LiveError {
     let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|location| String::from_utf8_lossy(location.as_bytes()).into_owned());
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_BYTES {
         match response.chunk().await {
@@ -320,7 +327,14 @@ async fn status_error(mut response: Response, ctx: &Ctx<'_>) -> LiveError {
         target: ctx.target.to_owned(),
         request: ctx.request.to_owned(),
         status,
-        body: jsonrpc::excerpt(String::from_utf8_lossy(&body).trim()),
+        body: match location {
+            Some(location) => format!(
+                "redirected to {}; redirects are not followed, so that credentials go only where \
+                 you send them: pass that URL if you trust it",
+                jsonrpc::excerpt(&location)
+            ),
+            None => jsonrpc::excerpt(String::from_utf8_lossy(&body).trim()),
+        },
     }
     .into()
 }

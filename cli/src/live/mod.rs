@@ -124,9 +124,24 @@ impl fmt::Display for LiveTarget {
                 };
                 write!(f, "MCP server `{line}`")
             }
-            LiveTarget::Url(url) => write!(f, "MCP server at {url}"),
+            LiveTarget::Url(url) => write!(f, "MCP server at {}", redacted(url)),
         }
     }
+}
+
+/// `url` without the secrets URLs carry: a password, and the query (tokens
+/// often ride there), so that reports and errors can be shared.
+fn redacted(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return url.to_owned();
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query().is_some() {
+        parsed.set_query(Some("***"));
+    }
+    parsed.to_string()
 }
 
 fn quote_word(word: &OsString) -> String {
