@@ -752,7 +752,7 @@ async fn http_error_statuses_content_types_and_short_streams_are_named() {
                 &[("Content-Type", "text/plain")],
                 "missing bearer token\n",
             ),
-            "answered `initialize` with HTTP 401 (the server wants credentials: pass e.g. an Authorization header): \"missing bearer token\"",
+            "answered `initialize` with HTTP 401 (the server wants credentials it accepts: pass them with --header, e.g. 'Authorization: Bearer ...'): \"missing bearer token\"",
         ),
         (
             response("200 OK", &[("Content-Type", "text/html")], "<html></html>"),

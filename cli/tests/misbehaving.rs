@@ -301,3 +301,19 @@ server.serve_forever()
         "{message}"
     );
 }
+
+#[test]
+fn a_server_that_dies_mid_page_reports_its_exit_status() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--timeout", "10", "--", "python3"])
+        .arg(path("fixtures/dies_mid_page.py"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.contains("exited (exit status: 139) before answering `tools/list`")
+            && message.contains("segfault in tool table"),
+        "{message}"
+    );
+}

@@ -31,7 +31,9 @@ const EXIT_GRACE: Duration = Duration::from_secs(1);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 enum StdoutEvent {
-    Line(u64, Vec<u8>),
+    /// A line, its number, and whether a newline ended it (the last
+    /// output of a server that died mid-message is cut short).
+    Line(u64, Vec<u8>, bool),
     TooLong(u64),
     Failed(io::Error),
 }
@@ -131,8 +133,8 @@ impl StdioTransport {
             let Some(event) = self.lines.recv().await else {
                 return Err(self.exited(ctx).await);
             };
-            let (number, line) = match event {
-                StdoutEvent::Line(number, line) => (number, line),
+            let (number, line, terminated) = match event {
+                StdoutEvent::Line(number, line, terminated) => (number, line, terminated),
                 StdoutEvent::TooLong(number) => {
                     return Err(LiveErrorKind::NotJson {
                         target: ctx.target.to_owned(),
@@ -167,6 +169,9 @@ impl StdioTransport {
             let quote = || jsonrpc::excerpt(&String::from_utf8_lossy(&line));
             let value: Value = match serde_json::from_slice(&line) {
                 Ok(value) => value,
+                // Output cut short by the server's end: its exit status and
+                // stderr say more than the half message.
+                Err(error) if !terminated && error.is_eof() => return Err(self.exited(ctx).await),
                 Err(error) => {
                     return Err(LiveErrorKind::NotJson {
                         target: ctx.target.to_owned(),
@@ -285,12 +290,12 @@ async fn read_stdout(stdout: ChildStdout, sender: mpsc::Sender<StdoutEvent>) {
                     if line.last() == Some(&b'\r') {
                         line.pop();
                     }
-                    StdoutEvent::Line(number, line)
+                    StdoutEvent::Line(number, line, true)
                 } else if line.len() as u64 >= MAX_LINE_BYTES {
                     StdoutEvent::TooLong(number)
                 } else {
                     // The last line, without a newline.
-                    StdoutEvent::Line(number, line)
+                    StdoutEvent::Line(number, line, false)
                 }
             }
             Err(error) => StdoutEvent::Failed(error),
