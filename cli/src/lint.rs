@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use mcp_hints::collect::{ListedTool, ToolList};
+use mcp_hints::hints::json_type;
 use mcp_hints::{Hint, Provenance, ToolHints};
 use serde_json::{Map, Value};
 
@@ -160,7 +161,7 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
                 match definition.get("title") {
                     Some(title) if !title.is_null() && !title.is_string() => format!(
                         "tool `{shown}` has a `title` that is {}, not a string",
-                        json_kind(title)
+                        json_type(title)
                     ),
                     _ => format!("tool `{shown}` has no title"),
                 },
@@ -181,17 +182,6 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
         findings.extend(collisions(list));
     }
     findings
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn join(items: &[String]) -> String {

@@ -2,24 +2,12 @@
 //! faults, in tests/corpus/) through the `mcp-hints` command, with the right
 //! answer of tests/corpus/README.md asserted exactly.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn corpus(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(file)
-}
-
-fn mcp_hints(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mcp-hints runs")
-}
+use support::{corpus, mcp_hints};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()

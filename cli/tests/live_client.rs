@@ -7,13 +7,15 @@
 //! stand-ins for a real peer. The real peer is the example `notes` server,
 //! built here with escargot (which honours CARGO_TARGET_DIR).
 
+mod support;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use mcp_hints_cli::live::{LiveError, LiveErrorKind, LiveOptions, LiveTarget, Session};
 use serde_json::{Value, json};
+use support::notes_server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -27,22 +29,6 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
 /// A page's raw JSON as a tree, to compare and index.
 fn tree(raw: impl AsRef<serde_json::value::RawValue>) -> serde_json::Value {
     serde_json::from_str(raw.as_ref().get()).expect("a page is JSON")
-}
-
-fn notes_server() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-        escargot::CargoBuild::new()
-            .manifest_path(manifest)
-            .package("mcp-hints-examples")
-            .bin("notes")
-            .run()
-            .expect("build the notes example server")
-            .path()
-            .to_owned()
-    })
-    .clone()
 }
 
 fn command(program: &str, args: &[&str]) -> LiveTarget {

@@ -3,36 +3,13 @@
 //! followed, provenance comes from the server's `_meta`, and the example is
 //! lint-clean.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
-
-fn notes_server() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-        escargot::CargoBuild::new()
-            .manifest_path(manifest)
-            .package("mcp-hints-examples")
-            .bin("notes")
-            .run()
-            .expect("build the notes example server")
-            .path()
-            .to_owned()
-    })
-    .clone()
-}
-
-fn mcp_hints(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mcp-hints runs")
-}
+use support::{mcp_hints, notes_server};
 
 /// (name, decision) in list order, the page count, and the report.
 fn audit(args: &[&str]) -> (i32, Vec<(String, String)>, Value) {

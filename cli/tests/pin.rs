@@ -1,24 +1,12 @@
 //! `mcp-hints pin` and `mcp-hints audit --pinned`: a lock of every tool's
 //! fingerprint, and the drift a later list shows against it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-
-fn corpus(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(file)
-}
-
-fn mcp_hints(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("mcp-hints runs")
-}
+use support::{corpus, mcp_hints};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -264,7 +264,7 @@ impl std::error::Error for HintError {}
 
 /// The JSON type of `value` with its article, for error messages: `"a
 /// string"`, `"an array"`, `"null"`.
-pub(crate) fn json_type(value: &Value) -> &'static str {
+pub fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

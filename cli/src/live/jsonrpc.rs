@@ -218,16 +218,7 @@ fn rpc_failure(mut error: Map<String, Value>) -> Failure {
 }
 
 /// `an object`, `a string`, … for messages about a JSON value.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use mcp_hints::hints::json_type as kind;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,43 @@
+//! What the command's test files share: where the corpus is, how to run the
+//! `mcp-hints` binary, and the example `notes` server.
+
+// Each test file uses some of these.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// A file of tests/corpus/.
+pub fn corpus(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(file)
+}
+
+/// Runs `mcp-hints ARGS` without colour and waits for it.
+pub fn mcp_hints(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mcp-hints runs")
+}
+
+/// The example `notes` server, built once per test binary (escargot honours
+/// CARGO_TARGET_DIR).
+pub fn notes_server() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+        escargot::CargoBuild::new()
+            .manifest_path(manifest)
+            .package("mcp-hints-examples")
+            .bin("notes")
+            .run()
+            .expect("build the notes example server")
+            .path()
+            .to_owned()
+    })
+    .clone()
+}
