@@ -4,6 +4,8 @@
 //! The library half exists for the command and its tests; its modules are
 //! public so that other tools can reuse the live client and the lint rules.
 
+#![warn(missing_docs)]
+
 pub mod args;
 pub mod audit;
 pub mod lint;
