@@ -52,7 +52,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             // the server's process group.
             let _ = writeln!(
                 anstream::stderr(),
-                "error: stopped by {name}; the server was stopped too"
+                "error: stopped by {name} (any server it started is stopped with it)"
             );
             return ExitCode::from(128 + number);
         }

@@ -200,7 +200,7 @@ fn a_signal_stops_the_audit_and_its_server() {
     std::io::Read::read_to_string(&mut audit.stderr.take().unwrap(), &mut message).unwrap();
     assert_eq!(
         message,
-        "error: stopped by SIGTERM; the server was stopped too\n"
+        "error: stopped by SIGTERM (any server it started is stopped with it)\n"
     );
 }
 
