@@ -252,6 +252,8 @@ async fn collect_live(
             }
         };
         fetched += 1;
+        // This send blocks when two pages wait already; the collector's
+        // thread needs nothing from this runtime, so it cannot deadlock.
         if work.send(page).is_err() {
             // The collector stopped at a fault: it says which.
             break;
