@@ -156,25 +156,11 @@ impl HttpTransport {
                     .bytes()
                     .await
                     .map_err(|error| http_error(error, ctx))?;
-                if let Some(accept) = accept.as_mut()
-                    && accept(&body)
+                if let Some(answer) = self
+                    .sort(&body, "an HTTP response body", id, &mut accept, ctx)
+                    .await?
                 {
-                    return Ok(Answer::Accepted);
-                }
-                if let Some(result) = jsonrpc::fast_result(&body, id) {
-                    return Ok(Answer::Result(result));
-                }
-                let location = "an HTTP response body";
-                let value = parse(&body, location, ctx)?;
-                for message in jsonrpc::batch(value) {
-                    match jsonrpc::step(&message, id) {
-                        Step::Done(response) => return Ok(Answer::Message(response)),
-                        Step::Reply(reply) => self.notify(&reply, ctx).await?,
-                        Step::Ignore => {}
-                        Step::Invalid(reason) => {
-                            return Err(not_json_rpc(&body, location, reason, ctx));
-                        }
-                    }
+                    return Ok(answer);
                 }
                 Err(invalid(
                     ctx,
@@ -202,25 +188,12 @@ impl HttpTransport {
                     if event.event.as_deref().is_some_and(|kind| kind != "message") {
                         continue;
                     }
-                    if let Some(accept) = accept.as_mut()
-                        && accept(data.as_bytes())
-                    {
-                        return Ok(Answer::Accepted);
-                    }
-                    if let Some(result) = jsonrpc::fast_result(data.as_bytes(), id) {
-                        return Ok(Answer::Result(result));
-                    }
                     let location = format!("SSE event {number}");
-                    let value = parse(data.as_bytes(), &location, ctx)?;
-                    for message in jsonrpc::batch(value) {
-                        match jsonrpc::step(&message, id) {
-                            Step::Done(response) => return Ok(Answer::Message(response)),
-                            Step::Reply(reply) => self.notify(&reply, ctx).await?,
-                            Step::Ignore => {}
-                            Step::Invalid(reason) => {
-                                return Err(not_json_rpc(data.as_bytes(), &location, reason, ctx));
-                            }
-                        }
+                    if let Some(answer) = self
+                        .sort(data.as_bytes(), &location, id, &mut accept, ctx)
+                        .await?
+                    {
+                        return Ok(answer);
                     }
                 }
                 Err(LiveErrorKind::StreamEnded {
@@ -238,6 +211,38 @@ impl HttpTransport {
             }
             .into()),
         }
+    }
+
+    /// Sorts one message text (a JSON body or an SSE event's data) while
+    /// waiting for the response to `id`: the caller's parser first, then
+    /// the fast path, then message by message, answering the server's
+    /// requests. `None` when the text holds no response to `id`.
+    async fn sort(
+        &mut self,
+        text: &[u8],
+        location: &str,
+        id: u64,
+        accept: &mut Option<Accept<'_>>,
+        ctx: &Ctx<'_>,
+    ) -> Result<Option<Answer>, LiveError> {
+        if let Some(accept) = accept.as_mut()
+            && accept(text)
+        {
+            return Ok(Some(Answer::Accepted));
+        }
+        if let Some(result) = jsonrpc::fast_result(text, id) {
+            return Ok(Some(Answer::Result(result)));
+        }
+        let value = parse(text, location, ctx)?;
+        for message in jsonrpc::batch(value) {
+            match jsonrpc::step(&message, id) {
+                Step::Done(response) => return Ok(Some(Answer::Message(response))),
+                Step::Reply(reply) => self.notify(&reply, ctx).await?,
+                Step::Ignore => {}
+                Step::Invalid(reason) => return Err(not_json_rpc(text, location, reason, ctx)),
+            }
+        }
+        Ok(None)
     }
 
     /// End the session: DELETE with its id (a 405 means the server does not
