@@ -216,6 +216,17 @@ pub enum CollectError {
         /// `"missing"` or the JSON type found.
         found: &'static str,
     },
+    /// A member the audit reads (`name`, `title`, `annotations`, `_meta`,
+    /// or a hint inside `annotations`) appears twice in one tool's object:
+    /// which value holds is unknown (parsers differ: most keep the last).
+    DuplicateKey {
+        /// The page.
+        page: usize,
+        /// The tool's position in the page.
+        index: usize,
+        /// The member, e.g. `name` or `annotations.readOnlyHint`.
+        key: String,
+    },
     /// Two tools have the same name: which definition holds is unknown.
     DuplicateName {
         /// The name.
@@ -301,6 +312,10 @@ impl fmt::Display for CollectError {
                     "page {page}, tool {index}: `name` is {found}, not a string"
                 )
             }
+            CollectError::DuplicateKey { page, index, key } => write!(
+                f,
+                "page {page}, tool {index}: `{key}` appears twice: which value holds is unknown"
+            ),
             CollectError::DuplicateName {
                 name,
                 first_page,
@@ -602,6 +617,13 @@ impl Collector {
             raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
         };
         for (index, view) in tools.into_iter().enumerate() {
+            if let Some(key) = view.annotations.and_then(|raw| duplicate_hint(raw.get())) {
+                return Err(CollectError::DuplicateKey {
+                    page: number,
+                    index: index + 1,
+                    key: format!("annotations.{key}"),
+                });
+            }
             let (name, annotations, meta) =
                 (small(view.name), small(view.annotations), small(view.meta));
             let title = small(view.title)
@@ -625,6 +647,14 @@ impl Collector {
     }
 
     fn push_page_slow(&mut self, text: &str) -> Result<Option<&str>, CollectError> {
+        // A tree keeps the last of two equal keys: look for them first.
+        if let Some((index, key)) = duplicate_key(text) {
+            return Err(CollectError::DuplicateKey {
+                page: self.pages + 1,
+                index,
+                key,
+            });
+        }
         match serde_json::from_str::<Value>(text) {
             Ok(page) => self.push_page(page),
             Err(error) => Err(CollectError::PageNotJson {
@@ -772,6 +802,68 @@ struct ToolView<'a> {
     annotations: Option<&'a RawValue>,
     #[serde(borrow, rename = "_meta")]
     meta: Option<&'a RawValue>,
+}
+
+/// The hints of `annotations`, for finding one given twice (serde refuses a
+/// struct field seen twice; a tree keeps the last).
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct AnnotationsView {
+    #[serde(rename = "readOnlyHint")]
+    read_only: Option<IgnoredAny>,
+    #[serde(rename = "destructiveHint")]
+    destructive: Option<IgnoredAny>,
+    #[serde(rename = "idempotentHint")]
+    idempotent: Option<IgnoredAny>,
+    #[serde(rename = "openWorldHint")]
+    open_world: Option<IgnoredAny>,
+    title: Option<IgnoredAny>,
+}
+
+/// The field a serde error says was given twice.
+fn duplicate_field(error: &serde_json::Error) -> Option<String> {
+    let message = error.to_string();
+    let rest = message.strip_prefix("duplicate field `")?;
+    rest.split('`').next().map(str::to_owned)
+}
+
+/// The hint (or title) that `annotations` text gives twice, if any.
+fn duplicate_hint(annotations: &str) -> Option<String> {
+    match serde_json::from_str::<AnnotationsView>(annotations) {
+        Err(error) => duplicate_field(&error),
+        Ok(_) => None,
+    }
+}
+
+/// The first tool of page `text` (from 1) that gives a member the audit
+/// reads twice, and that member. Pages of other shapes give `None`: the
+/// tree path names what is wrong with them.
+fn duplicate_key(text: &str) -> Option<(usize, String)> {
+    #[derive(Deserialize)]
+    struct Outer<'a> {
+        #[serde(borrow)]
+        tools: Option<&'a RawValue>,
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+    }
+    let outer: Outer<'_> = serde_json::from_str(text).ok()?;
+    let tools = match (outer.tools, outer.result) {
+        (Some(tools), _) => tools,
+        (None, Some(result)) => {
+            serde_json::from_str::<Outer<'_>>(result.get())
+                .ok()?
+                .tools?
+        }
+        (None, None) => return None,
+    };
+    let tools: Vec<&RawValue> = serde_json::from_str(tools.get()).ok()?;
+    tools.iter().enumerate().find_map(|(index, tool)| {
+        let key = match serde_json::from_str::<ToolView<'_>>(tool.get()) {
+            Err(error) => duplicate_field(&error)?,
+            Ok(view) => format!("annotations.{}", duplicate_hint(view.annotations?.get())?),
+        };
+        Some((index + 1, key))
+    })
 }
 
 fn title_text(value: &Value) -> Option<String> {
@@ -1108,6 +1200,45 @@ mod text_tests {
             collector.push_response_json(&repeat, 8),
             Some(Err(CollectError::RepeatedCursor { .. }))
         ));
+    }
+
+    #[test]
+    fn a_member_given_twice_is_refused_not_guessed() {
+        let cases = [
+            (
+                r#"{"tools": [{"name": "a"}, {"name": "b", "name": "c"}]}"#,
+                "page 1, tool 2: `name` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "annotations": {"readOnlyHint": true, "readOnlyHint": false}}]}"#,
+                "page 1, tool 1: `annotations.readOnlyHint` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "annotations": {}, "annotations": null}]}}"#,
+                "page 1, tool 1: `annotations` appears twice: which value holds is unknown",
+            ),
+        ];
+        for keep_definitions in [false, true] {
+            for (text, message) in cases {
+                let mut collector = Collector::new(CollectOptions {
+                    keep_definitions,
+                    ..CollectOptions::default()
+                });
+                assert_eq!(
+                    collector.push_page_json(text).unwrap_err().to_string(),
+                    message
+                );
+            }
+        }
+        // Other members given twice are not the audit's business.
+        let mut collector = Collector::new(CollectOptions::default());
+        assert!(
+            collector
+                .push_page_json(
+                    r#"{"tools": [{"name": "a", "description": "x", "description": "y"}]}"#
+                )
+                .is_ok()
+        );
     }
 
     #[test]
