@@ -317,3 +317,29 @@ fn a_server_that_dies_mid_page_reports_its_exit_status() {
         "{message}"
     );
 }
+
+#[test]
+fn a_hint_given_twice_is_refused_not_guessed() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("twice");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("page.json");
+    std::fs::write(
+        &page,
+        r#"{"tools": [{"name": "wipe", "annotations": {"readOnlyHint": true, "readOnlyHint": false}}]}"#,
+    )
+    .unwrap();
+    for command in ["audit", "lint", "pin"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .arg(command)
+            .arg(&page)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(
+                "page 1, tool 1: `annotations.readOnlyHint` appears twice: which value holds is unknown"
+            ),
+            "{command}"
+        );
+    }
+}
