@@ -7,7 +7,7 @@ mod support;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::{corpus, mcp_hints};
+use support::{corpus, decisions, mcp_hints};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
@@ -29,21 +29,6 @@ fn audit(file: &str, trusted: bool) -> (i32, Value) {
     let report = serde_json::from_str(&stdout(&output))
         .unwrap_or_else(|error| panic!("{error}: {}{}", stdout(&output), stderr(&output)));
     (output.status.code().unwrap(), report)
-}
-
-/// (name, decision) of every tool, in list order.
-fn decisions(report: &Value) -> Vec<(String, String)> {
-    report["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| {
-            (
-                tool["name"].as_str().unwrap().to_owned(),
-                tool["decision"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
 }
 
 fn expect(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -9,25 +9,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
-use support::{mcp_hints, notes_server};
+use support::{decisions, mcp_hints, notes_server};
 
 /// (name, decision) in list order, the page count, and the report.
 fn audit(args: &[&str]) -> (i32, Vec<(String, String)>, Value) {
     let output = mcp_hints(args);
     let report: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
-    let decisions = report["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| {
-            (
-                tool["name"].as_str().unwrap().to_owned(),
-                tool["decision"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    (output.status.code().unwrap(), decisions, report)
+    (output.status.code().unwrap(), decisions(&report), report)
 }
 
 fn expected() -> Vec<(String, String)> {

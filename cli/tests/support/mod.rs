@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use serde_json::Value;
+
 /// A file of tests/corpus/.
 pub fn corpus(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,4 +42,19 @@ pub fn notes_server() -> PathBuf {
             .to_owned()
     })
     .clone()
+}
+
+/// (name, decision) of every tool of an audit's JSON report, in list order.
+pub fn decisions(report: &Value) -> Vec<(String, String)> {
+    report["tools"]
+        .as_array()
+        .expect("the report has tools")
+        .iter()
+        .map(|tool| {
+            (
+                tool["name"].as_str().unwrap().to_owned(),
+                tool["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
