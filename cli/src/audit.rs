@@ -4,7 +4,7 @@
 use anstyle::{AnsiColor, Style};
 use mcp_hints::collect::{ListedTool, ToolList};
 use mcp_hints::fingerprint::{Drift, Lock};
-use mcp_hints::policy::{self, Decision, Trust, Verdict};
+use mcp_hints::policy::{Decision, Trust, Verdict};
 use mcp_hints::{Hint, Provenance, ToolHints};
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -33,7 +33,7 @@ impl<'a> Audit<'a> {
                 let refused = pinned
                     .as_ref()
                     .and_then(|(lock, drift)| refusal(tool, lock, drift));
-                refused.unwrap_or_else(|| policy::decide(trust, &tool.hints))
+                refused.unwrap_or_else(|| tool.verdict(trust))
             })
             .collect();
         Audit {

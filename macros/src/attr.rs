@@ -24,6 +24,8 @@ pub enum FlagKind {
     ClosedWorld,
     /// rmcp's `annotations(<hint>_hint = <bool>)`.
     Annotation(Hint, bool),
+    /// `idempotency_key = "..."`: a write made idempotent by a key.
+    IdempotencyKey,
 }
 
 impl FlagKind {
@@ -50,6 +52,7 @@ impl FlagKind {
             FlagKind::Annotation(hint, value) => {
                 format!("`annotations({} = {value})`", hint.rmcp_key())
             }
+            FlagKind::IdempotencyKey => "`idempotency_key`".to_owned(),
             named => {
                 let (name, _) = Self::NAMED
                     .iter()
@@ -89,6 +92,8 @@ pub struct ToolArgs {
     pub meta: Option<Expr>,
     /// `annotations(title = "...")`.
     pub annotations_title: Option<LitStr>,
+    /// `idempotency_key = "..."`: the argument carrying the key.
+    pub idempotency_key: Option<LitStr>,
     pub local: bool,
     pub lint: Option<LintLevel>,
 }
@@ -115,7 +120,7 @@ const HINT_FLAGS: [&str; 7] = {
     names
 };
 const LINT_LEVELS: [&str; 3] = ["allow", "warn", "deny"];
-const TOOL_KEYS: [&str; 9] = [
+const TOOL_KEYS: [&str; 10] = [
     "name",
     "title",
     "description",
@@ -125,6 +130,7 @@ const TOOL_KEYS: [&str; 9] = [
     "icons",
     "meta",
     "local",
+    "idempotency_key",
 ];
 const ROUTER_KEYS: [&str; 4] = ["router", "vis", "server_handler", "allow_empty"];
 const ANNOTATION_KEYS: [&str; 5] = [
@@ -245,6 +251,25 @@ pub fn parse_tool_args(tokens: TokenStream, cx: &mut Ctxt) -> ToolArgs {
             "icons" => store(&mut args.icons, first, expr_value(&meta, &key, cx)?),
             // meta = <expr>
             "meta" => store(&mut args.meta, first, expr_value(&meta, &key, cx)?),
+            // idempotency_key = "request_id"
+            "idempotency_key" => {
+                let span = meta.path.span_of_key();
+                if let Some(field) = str_value(&meta, &key, cx)? {
+                    if field.value().is_empty() {
+                        cx.error(
+                            field.span(),
+                            "`idempotency_key` names the argument that carries the key: \
+                             `idempotency_key = \"request_id\"`",
+                        );
+                    } else if first {
+                        shared.flags.push(Flag {
+                            kind: FlagKind::IdempotencyKey,
+                            span,
+                        });
+                        args.idempotency_key = Some(field);
+                    }
+                }
+            }
             // local | local = <bool>
             "local" => args.local = switch_value(&meta, &key, cx)?.unwrap_or(args.local),
             // annotations(title = "...", read_only_hint = <bool>, ...)

@@ -91,7 +91,7 @@ fn declarations(kind: FlagKind) -> &'static [(Hint, bool, bool)] {
             (Hint::Destructive, false, true),
             (Hint::Idempotent, true, true),
         ],
-        FlagKind::Idempotent => &[
+        FlagKind::Idempotent | FlagKind::IdempotencyKey => &[
             (Hint::ReadOnly, false, false),
             (Hint::Idempotent, true, false),
         ],
@@ -191,7 +191,11 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
             None
         }
     };
+    let keyed = [later, earlier].contains(&FlagKind::IdempotencyKey);
     let why = match pair(later, earlier) {
+        Some(FlagKind::IdempotencyKey) => {
+            "a read has no effect to repeat, so it needs no idempotency key".to_owned()
+        }
         Some(FlagKind::Destructive | FlagKind::Annotation(Hint::Destructive, true)) => {
             "a read-only tool destroys nothing".to_owned()
         }
@@ -206,6 +210,18 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
         }
         Some(_) => "`read_only` declares a tool that writes nothing".to_owned(),
         None => match hint {
+            Hint::Idempotent if keyed => {
+                let other = if later == FlagKind::IdempotencyKey {
+                    earlier
+                } else {
+                    later
+                };
+                format!(
+                    "`idempotency_key` makes the tool idempotent by key (a resend with the same \
+                     key is not run again), so it declares idempotentHint true; drop {}",
+                    other.syntax()
+                )
+            }
             Hint::Idempotent => {
                 "a tool is idempotent or it is not: keep the one that is true".to_owned()
             }

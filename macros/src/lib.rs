@@ -17,6 +17,7 @@ mod expand;
 mod fallback;
 mod handler;
 mod hint;
+mod keyed;
 mod lint;
 mod model;
 mod name;

@@ -7,6 +7,7 @@ use syn::{Attribute, Expr, ImplItemFn};
 use crate::attr::{self, ToolArgs};
 use crate::ctxt::Ctxt;
 use crate::decl::{self, Decls};
+use crate::keyed;
 use crate::name;
 
 pub struct ToolFn {
@@ -51,13 +52,13 @@ pub fn tool_fn(mut item: ImplItemFn, args: TokenStream, cx: &mut Ctxt) -> ToolFn
         };
         cx.error(name_span, format!("{problem}{hint}"));
     }
-    let cfgs = item
+    let cfgs: Vec<Attribute> = item
         .attrs
         .iter()
         .filter(|attr| attr.path().is_ident("cfg"))
         .cloned()
         .collect();
-    ToolFn {
+    let tool = ToolFn {
         item,
         args,
         name,
@@ -65,7 +66,9 @@ pub fn tool_fn(mut item: ImplItemFn, args: TokenStream, cx: &mut Ctxt) -> ToolFn
         decls,
         cfgs,
         router_path: None,
-    }
+    };
+    keyed::check(&tool, cx);
+    tool
 }
 
 /// The `#[tool(...)]` arguments of a method inside `#[tool_router]`, or an

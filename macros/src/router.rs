@@ -212,6 +212,16 @@ pub fn standalone_tool(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut cx = Ctxt::default();
     let tool = model::tool_fn(method, args, &mut cx);
+    if let Some(key) = &tool.args.idempotency_key {
+        // Only the router can put the handler behind the idempotency store;
+        // without it the key would be read by nobody.
+        cx.error(
+            key.span(),
+            "`idempotency_key` needs the tool's impl block under \
+             `#[mcp_hints::tool_router]`, which runs the handler behind the server's \
+             idempotency store",
+        );
+    }
     if let Err(errors) = cx.check() {
         let errors = errors.into_compile_error();
         let fallback = fallback::tool(&tool);

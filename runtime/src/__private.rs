@@ -3,6 +3,7 @@
 pub use rmcp;
 
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
+use rmcp::handler::server::tool::{CallToolHandler, ToolCallContext};
 use rmcp::model::{
     CacheScope, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion, ResultType,
     Tool, ToolAnnotations,
@@ -12,6 +13,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
 
 use crate::hints::{Hint, PROVENANCE_META_KEY, Provenance};
+use crate::idempotency::{IdempotentServer, KEY_META_KEY};
 use crate::pagination::{PageSize, list_tools_page};
 
 /// Registers a route whose tool name `#[tool_router]` has already checked
@@ -53,6 +55,97 @@ pub fn with_hints(
     meta.0
         .insert(PROVENANCE_META_KEY.to_owned(), Value::Object(provenance));
     tool.with_annotations(annotations).with_meta(meta)
+}
+
+/// Names the argument carrying a keyed tool's idempotency key in its
+/// `_meta`, for clients to fill.
+pub fn with_idempotency_key(mut tool: Tool, field: &'static str) -> Tool {
+    let mut meta = tool.meta.take().unwrap_or_default();
+    meta.0.insert(KEY_META_KEY.to_owned(), Value::from(field));
+    tool.with_meta(meta)
+}
+
+/// What the field carrying an idempotency key may be: a string, owned or
+/// shared.
+#[diagnostic::on_unimplemented(
+    message = "an idempotency key is a string, not `{Self}`",
+    label = "the field named by `idempotency_key` is a `{Self}`",
+    note = "make the field a `String` (required, not `Option<String>`), so that every call must \
+            carry a key"
+)]
+pub trait IdempotencyKeyField {}
+impl IdempotencyKeyField for String {}
+impl IdempotencyKeyField for Box<str> {}
+impl IdempotencyKeyField for std::sync::Arc<str> {}
+impl IdempotencyKeyField for std::borrow::Cow<'_, str> {}
+
+/// Compiles only for a field that [`IdempotencyKeyField`] accepts.
+pub fn idempotency_key_field<T: IdempotencyKeyField + ?Sized>(_: &T) {}
+
+/// The route of a `#[tool(idempotency_key = "...")]` tool: its handler
+/// runs behind the server's [`Idempotency`](crate::idempotency::Idempotency).
+///
+/// # Panics
+///
+/// When the tool's input schema lacks `field` as a required string
+/// property: the router is then built wrong, and serving it would run
+/// every call unkeyed or refuse it. The message says what to add.
+pub fn keyed_route<S, C, A>(attr: Tool, field: &'static str, call: C) -> ToolRoute<S>
+where
+    S: IdempotentServer + Send + Sync + 'static,
+    C: CallToolHandler<S, A> + Send + Sync + Clone + 'static,
+    A: 'static,
+{
+    if let Err(problem) = key_in_schema(&attr, field) {
+        panic!(
+            "`#[tool(idempotency_key = {field:?})]` on `{}`: {problem}; add `{field}: String` to \
+             the tool's argument struct, documented so that clients send the same value on a \
+             resend",
+            attr.name
+        );
+    }
+    ToolRoute::new_dyn(attr, move |context: ToolCallContext<'_, S>| {
+        let call = call.clone();
+        Box::pin(async move {
+            let idempotency = context.service.idempotency();
+            let caller = idempotency.caller_scope_of(&context.request_context);
+            let keyed = idempotency.prepare(
+                &context.name,
+                field,
+                context.arguments.as_ref(),
+                caller.as_deref(),
+            )?;
+            idempotency.run(&keyed, context.invoke(call)).await
+        })
+    })
+}
+
+/// Whether `field` is a required string property of `tool`'s input schema.
+fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
+    let schema = &tool.input_schema;
+    let property = schema
+        .get("properties")
+        .and_then(|properties| properties.get(field))
+        .ok_or_else(|| format!("its input schema has no property `{field}`"))?;
+    let is_string = match property.get("type") {
+        Some(Value::String(kind)) => kind == "string",
+        _ => false,
+    };
+    if !is_string {
+        return Err(format!(
+            "the property `{field}` of its input schema is not of type \"string\""
+        ));
+    }
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|required| required.iter().any(|name| name == field));
+    if !required {
+        return Err(format!(
+            "the property `{field}` of its input schema is not required (an `Option`?)"
+        ));
+    }
+    Ok(())
 }
 
 /// The `tools/list` result, as rmcp's `#[tool_handler]` builds it: one

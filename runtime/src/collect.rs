@@ -55,6 +55,7 @@ use serde_json::{Map, Value};
 
 use crate::fingerprint::Fingerprint;
 use crate::hints::{HintError, ToolHints, json_type};
+use crate::idempotency::KEY_META_KEY;
 use crate::policy::{self, Trust, Verdict};
 
 /// Limits and what to keep of each tool.
@@ -98,6 +99,22 @@ pub struct ListedTool {
     /// The whole definition, when [`CollectOptions::keep_definitions`] was
     /// set.
     pub definition: Option<Map<String, Value>>,
+    /// The argument carrying the tool's idempotency key, when its `_meta`
+    /// names one under [`KEY_META_KEY`] as a non-empty string (anything
+    /// else there counts as no key: the pessimistic reading).
+    pub idempotency_key: Option<String>,
+}
+
+impl ListedTool {
+    /// The policy's verdict for a call of this tool whose outcome is
+    /// unknown: [`policy::decide_keyed`] for a keyed tool, else
+    /// [`policy::decide`].
+    pub fn verdict(&self, trust: Trust) -> Verdict {
+        match &self.idempotency_key {
+            Some(field) => policy::decide_keyed(trust, &self.hints, field),
+            None => policy::decide(trust, &self.hints),
+        }
+    }
 }
 
 /// A complete `tools/list`: every tool of every page, in page order.
@@ -116,11 +133,11 @@ impl ToolList {
     }
 
     /// The policy's verdict for a call of `name` whose outcome is unknown:
-    /// [`policy::decide`] on its hints, or [`policy::unknown_tool`] (refuse)
-    /// when the list does not have it.
+    /// [`ListedTool::verdict`], or [`policy::unknown_tool`] (refuse) when
+    /// the list does not have it.
     pub fn decide(&self, name: &str, trust: Trust) -> Verdict {
         match self.get(name) {
-            Some(tool) => policy::decide(trust, &tool.hints),
+            Some(tool) => tool.verdict(trust),
             None => policy::unknown_tool(name),
         }
     }
@@ -502,6 +519,12 @@ impl Collector {
             Entry::Vacant(slot) => {
                 let name = slot.key().clone();
                 slot.insert(page);
+                let idempotency_key = parts
+                    .meta
+                    .and_then(|meta| meta.get(KEY_META_KEY))
+                    .and_then(Value::as_str)
+                    .filter(|field| !field.is_empty())
+                    .map(str::to_owned);
                 Ok(ListedTool {
                     name,
                     page,
@@ -509,6 +532,7 @@ impl Collector {
                     hints,
                     fingerprint,
                     definition: None,
+                    idempotency_key,
                 })
             }
         }

@@ -123,7 +123,9 @@ impl Fingerprint {
     }
 }
 
-fn digest(value: &Value) -> String {
+/// `sha256:` and the 64 hex digits of SHA-256 over `value`'s RFC 8785
+/// canonical JSON.
+pub(crate) fn digest(value: &Value) -> String {
     // Canonicalising a `serde_json::Value` cannot fail: every number it
     // holds is finite and every key a string.
     let canonical = serde_json_canonicalizer::to_vec(value).unwrap_or_default();

@@ -1,9 +1,12 @@
 #![doc = include_str!("../../README.md")]
 #![warn(missing_docs)]
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod collect;
 pub mod fingerprint;
 pub mod hints;
+pub mod idempotency;
 pub mod pagination;
 pub mod policy;
 
@@ -46,6 +49,7 @@ pub use rmcp;
 /// | `input_schema = ...`, `output_schema = ...` | schemas (default: from `Parameters<T>` and `Json<T>`) |
 /// | `icons = ...`, `meta = ...` | as in rmcp |
 /// | `local` | the future need not be `Send` (with rmcp's `local` feature) |
+/// | `idempotency_key = "request_id"` | the argument carrying an idempotency key: the handler runs once per key behind the server's [`Idempotency`](idempotency::Idempotency) (see [`idempotency`]); declares readOnlyHint false and idempotentHint true, and names the argument in `_meta["mcp-hints/idempotencyKey"]` |
 /// | `allow(undeclared_hints)` / `warn(...)` / `deny(...)` | the lint level for this tool |
 ///
 /// # Errors
@@ -56,7 +60,13 @@ pub use rmcp;
 /// `non_idempotent`; `destructive` with `additive`; `open_world` with
 /// `closed_world`; the same through `annotations(...)`), a key given twice,
 /// an unknown key (with a "did you mean"), a name the spec rejects, and two
-/// tools of one router with the same name.
+/// tools of one router with the same name. For `idempotency_key`: with
+/// `read_only` or `non_idempotent`; on a tool without `Parameters<T>`; a key
+/// no field of the argument pattern matches, or a field that is not a
+/// string; outside `#[tool_router]`; and on a server that does not
+/// implement [`IdempotentServer`](idempotency::IdempotentServer). Where the
+/// pattern hides the fields, building the router panics when the input
+/// schema lacks the key as a required string.
 ///
 /// ```compile_fail
 /// # use mcp_hints::{tool, tool_router};

@@ -11,6 +11,7 @@
 //! | untrusted | anything | read back first |
 //! | trusted | readOnlyHint true | resend, same arguments |
 //! | trusted | idempotentHint true | resend, same arguments only |
+//! | trusted | keyed (takes an idempotency key, [`decide_keyed`]) | resend, same arguments and key |
 //! | trusted | anything else, destructiveHint false included | read back first |
 //! | any | tool not in a complete `tools/list` | refuse: unknown tool |
 //!
@@ -135,6 +136,26 @@ pub fn decide(trust: Trust, hints: &ToolHints) -> Verdict {
     Verdict { decision, reason }
 }
 
+/// As [`decide`], for a tool that takes an idempotency key in its argument
+/// `key_field` (named in its `_meta` under
+/// [`KEY_META_KEY`](crate::idempotency::KEY_META_KEY)): on a trusted
+/// server a keyed call is replay-safe whatever its other hints, since a
+/// resend with the same key is recognised by the server and not run again.
+/// A read-only tool keeps [`decide`]'s reason; an untrusted server still
+/// means read back first.
+pub fn decide_keyed(trust: Trust, hints: &ToolHints, key_field: &str) -> Verdict {
+    if trust == Trust::Untrusted || hints.get(Hint::ReadOnly).value {
+        return decide(trust, hints);
+    }
+    Verdict {
+        decision: Decision::Resend,
+        reason: format!(
+            "the tool is keyed by its argument `{key_field}`: a resend with the same key is \
+             recognised by the server and not run again; resend the same arguments, key included"
+        ),
+    }
+}
+
 fn both_defaulted(a: HintValue, b: HintValue) -> bool {
     a.provenance == Provenance::Defaulted && b.provenance == Provenance::Defaulted
 }
@@ -236,6 +257,23 @@ mod tests {
             "{}",
             verdict.reason
         );
+    }
+
+    #[test]
+    fn keyed_writes_are_resent_only_on_trusted_servers() {
+        let append = hints(
+            json!({ "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false }),
+        );
+        let trusted = decide_keyed(Trust::Trusted, &append, "request_id");
+        assert_eq!(trusted.decision, Decision::Resend);
+        assert_eq!(
+            trusted.reason,
+            "the tool is keyed by its argument `request_id`: a resend with the same key is \
+             recognised by the server and not run again; resend the same arguments, key included"
+        );
+        let untrusted = decide_keyed(Trust::Untrusted, &append, "request_id");
+        assert_eq!(untrusted, decide(Trust::Untrusted, &append));
+        assert_eq!(untrusted.decision, Decision::ReadBackFirst);
     }
 
     #[test]

@@ -1,0 +1,1151 @@
+//! A client that resends a `tools/call` only when that is safe: it knows the
+//! server's complete tool list, gives every call a timeout, tells a call that
+//! was never sent from one whose delivery is unknown, and after a lost
+//! response resends only replay-safe calls (trusted server; read-only,
+//! idempotent or keyed tool), within bounded attempts and a retry budget
+//! shared by the whole session. Everything else comes back as
+//! [`Outcome::DeliveryUnknown`], saying what to read back.
+//!
+//! The decision is [`policy`](crate::policy)'s; this module sends and
+//! classifies. Source: the MCP spec's `server/tools` (`tools/call`),
+//! `basic/utilities/cancellation` and `basic/patterns/mrtr` (a retry is a
+//! new request with a new JSON-RPC id), revisions 2025-06-18 to 2026-07-28.
+//!
+//! ```no_run
+//! use mcp_hints::client::{Outcome, ReplaySafeClient, ToolCall};
+//! use mcp_hints::policy::Trust;
+//! use mcp_hints::rmcp::ServiceExt;
+//! use mcp_hints::rmcp::transport::TokioChildProcess;
+//! use serde_json::json;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = ReplaySafeClient::builder()
+//!     .trust(Trust::Trusted) // only for a server you vetted
+//!     .connect(|| async {
+//!         let command = tokio::process::Command::new("notes");
+//!         ().serve(TokioChildProcess::new(command)?).await.map_err(Into::into)
+//!     })
+//!     .await?;
+//! let call = ToolCall::new("append_note").argument("text", json!("buy milk"));
+//! match client.call_tool(call).await? {
+//!     Outcome::Completed(done) => println!("{:?}", done.result),
+//!     Outcome::DeliveryUnknown(lost) => {
+//!         // It may have run: read back before calling again.
+//!         println!("{lost}");
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, JsonObject,
+    ListToolsRequest, PaginatedRequestParams, ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RunningService, Service, ServiceError};
+use rmcp::{ErrorData, RoleClient};
+use serde_json::Value;
+use tower::retry::budget::{Budget, TpsBudget};
+
+use crate::collect::{CollectError, CollectOptions, Collector, ListedTool, ToolList};
+use crate::idempotency::{REPLAYED_META_KEY, codes};
+use crate::policy::{Decision, Trust, Verdict};
+
+/// Every default of the client, in one place.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// How long one `tools/call` or `tools/list` request waits for its
+    /// response: 30 seconds.
+    pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Attempts per call, the first included: 3.
+    pub const MAX_ATTEMPTS: u32 = 3;
+    /// The first pause before a resend: 100 ms, doubling (with jitter) up
+    /// to [`BACKOFF_MAX`].
+    pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+    /// The longest pause before a resend: 2 seconds.
+    pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
+    /// The retry budget's window: resends are allowed as a share of the
+    /// calls made in the last 10 seconds (tower's `TpsBudget`).
+    pub const BUDGET_WINDOW: Duration = Duration::from_secs(10);
+    /// Resends per second always allowed, whatever the calls: 1.
+    pub const BUDGET_MIN_PER_SECOND: u32 = 1;
+    /// Resends allowed beyond that, as a share of calls: 20 %.
+    pub const BUDGET_RATIO: f32 = 0.2;
+    /// The most `tools/list` pages collected: 10,000.
+    pub const MAX_PAGES: usize = 10_000;
+}
+
+/// One `tools/call` to make: the tool, its arguments, and for a keyed
+/// tool optionally the idempotency key (the client makes one when none is
+/// given).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: JsonObject,
+    /// The idempotency key for a keyed tool; `None` lets the client make a
+    /// random one (a UUID) unless `arguments` already holds the key.
+    pub idempotency_key: Option<String>,
+}
+
+impl ToolCall {
+    /// A call of `name` with no arguments.
+    pub fn new(name: impl Into<String>) -> ToolCall {
+        ToolCall {
+            name: name.into(),
+            ..ToolCall::default()
+        }
+    }
+
+    /// Sets the argument `name` to `value`.
+    #[must_use]
+    pub fn argument(mut self, name: impl Into<String>, value: Value) -> ToolCall {
+        self.arguments.insert(name.into(), value);
+        self
+    }
+
+    /// Replaces every argument.
+    #[must_use]
+    pub fn arguments(mut self, arguments: JsonObject) -> ToolCall {
+        self.arguments = arguments;
+        self
+    }
+
+    /// The key of this logical call, for a keyed tool: every attempt
+    /// carries it, so a resend is recognised by the server.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> ToolCall {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+/// How a call ended when the server's answer is known or its delivery is
+/// not.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The server answered with a result: a tool error (`isError`)
+    /// included.
+    Completed(Completed),
+    /// An attempt may have reached the server and no answer came, and the
+    /// call was not (or no longer) resent: read back before calling again.
+    DeliveryUnknown(DeliveryUnknown),
+}
+
+impl Outcome {
+    /// The result, when completed.
+    pub fn completed(self) -> Option<Completed> {
+        match self {
+            Outcome::Completed(completed) => Some(completed),
+            Outcome::DeliveryUnknown(_) => None,
+        }
+    }
+}
+
+/// A call the server answered with a result.
+#[derive(Debug)]
+pub struct Completed {
+    /// The `tools/call` result.
+    pub result: CallToolResult,
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// The idempotency key every attempt carried, for a keyed tool.
+    pub idempotency_key: Option<String>,
+}
+
+impl Completed {
+    /// Whether the server answered with a result it recorded earlier
+    /// instead of running the tool again (its `_meta` carries
+    /// [`REPLAYED_META_KEY`]).
+    pub fn replayed(&self) -> bool {
+        self.result
+            .meta
+            .as_ref()
+            .is_some_and(|meta| meta.0.contains_key(REPLAYED_META_KEY))
+    }
+}
+
+/// A call whose delivery is unknown: it may have run once (never more),
+/// and it was not resent, because the policy forbids it or the attempts or
+/// the budget ran out.
+#[derive(Debug)]
+pub struct DeliveryUnknown {
+    /// The tool called.
+    pub tool: String,
+    /// The arguments every attempt carried (the idempotency key included,
+    /// for a keyed tool).
+    pub arguments: JsonObject,
+    /// The idempotency key, for a keyed tool.
+    pub idempotency_key: Option<String>,
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// Why the last attempt's answer is missing.
+    pub last_error: Lost,
+    /// The policy's verdict for this call, with its reason: why it was, or
+    /// was not, resent.
+    pub verdict: Verdict,
+    /// Why the client stopped resending: the policy, the attempts, the
+    /// budget, or a changed tool.
+    pub stopped: String,
+}
+
+impl fmt::Display for DeliveryUnknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "delivery of `{}` is unknown after {} attempt{} ({}): {}; {}",
+            self.tool.escape_debug(),
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.last_error,
+            self.stopped,
+            self.verdict.reason
+        )
+    }
+}
+
+/// Why a sent request's answer is missing: what makes its delivery
+/// unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum Lost {
+    /// No response within the call's timeout (the client then sent
+    /// `notifications/cancelled`).
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    /// The request was cancelled before its response came.
+    #[error("the request was cancelled ({})", .reason.as_deref().unwrap_or("no reason given"))]
+    Cancelled {
+        /// The cancellation's reason.
+        reason: Option<String>,
+    },
+    /// The transport closed after the request was handed to it (a stdio
+    /// server that died, a stream that ended).
+    #[error("the transport closed after the request was sent")]
+    TransportClosed,
+    /// rmcp's streamable HTTP client re-initialised the session while the
+    /// response was pending (rmcp reports it as a JSON-RPC error that no
+    /// server sent).
+    #[error("the streamable HTTP session was re-initialised before the response arrived")]
+    SessionReinitialized,
+    /// The transport failed after the request may have left (a connection
+    /// reset after the body was written).
+    #[error("the transport failed after the request may have been sent: {0}")]
+    Transport(#[source] ServiceError),
+    /// The caller dropped the call's future after the request was sent.
+    #[error("the call's future was dropped before its response arrived")]
+    Dropped,
+}
+
+/// Why a call has no [`Outcome`]. None of these ran the tool, except as
+/// said.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The tool is not in the server's complete `tools/list`: not called.
+    #[error("{}", .verdict.reason)]
+    UnknownTool {
+        /// The tool asked for.
+        tool: String,
+        /// The policy's refusal.
+        verdict: Verdict,
+    },
+    /// The server answered with a JSON-RPC error: it refused the call (for
+    /// a keyed tool, [`codes::KEY_CONFLICT`] means the key was first used
+    /// with other arguments).
+    #[error("the server refused `{}`: {} ({})", .tool.escape_debug(), .error.message.escape_debug(), .error.code.0)]
+    Rejected {
+        /// The tool called.
+        tool: String,
+        /// The server's error.
+        error: ErrorData,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// No attempt left the client (the transport was closed, a restart
+    /// failed), so the tool did not run.
+    #[error("`{}` was not sent after {attempts} attempt(s): {last_error}", .tool.escape_debug())]
+    NotSent {
+        /// The tool called.
+        tool: String,
+        /// Attempts made.
+        attempts: u32,
+        /// Why the last attempt was not sent.
+        last_error: Box<dyn StdError + Send + Sync>,
+    },
+    /// The server answered with something other than a `tools/call`
+    /// result (an MRTR `input_required` round or a task, which this client
+    /// does not drive).
+    #[error("`{}` was answered with {what}, which this client does not handle", .tool.escape_debug())]
+    Unsupported {
+        /// The tool called.
+        tool: String,
+        /// What came back.
+        what: &'static str,
+    },
+}
+
+/// Why a client could not be built, or its tool list collected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The connection factory failed.
+    #[error("cannot connect to the MCP server: {0}")]
+    Connect(#[source] Box<dyn StdError + Send + Sync>),
+    /// `tools/list` failed (timeout, transport, JSON-RPC error).
+    #[error("tools/list failed: {0}")]
+    List(#[source] ServiceError),
+    /// `tools/list` was answered with something else.
+    #[error("tools/list was answered with a result of another kind")]
+    UnexpectedList,
+    /// The tool list is not complete or not well formed.
+    #[error("the tool list is unusable: {0}")]
+    Collect(#[from] CollectError),
+}
+
+/// The one thing the client needs of a running rmcp client service: its
+/// peer. Implemented for every `RunningService<RoleClient, _>`.
+pub trait Connection: Send + Sync + 'static {
+    /// The peer requests are sent through.
+    fn peer(&self) -> &Peer<RoleClient>;
+}
+
+impl<S: Service<RoleClient>> Connection for RunningService<RoleClient, S> {
+    fn peer(&self) -> &Peer<RoleClient> {
+        RunningService::peer(self)
+    }
+}
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+type ConnectFuture = Pin<Box<dyn Future<Output = Result<Box<dyn Connection>, BoxError>> + Send>>;
+type Connector = Arc<dyn Fn() -> ConnectFuture + Send + Sync>;
+
+/// Builds a [`ReplaySafeClient`]; every option has the default of
+/// [`defaults`].
+#[must_use]
+pub struct ReplaySafeClientBuilder {
+    trust: Trust,
+    call_timeout: Duration,
+    max_attempts: u32,
+    backoff: ExponentialBuilder,
+    budget: Option<Arc<dyn Budget + Send + Sync>>,
+    max_pages: usize,
+    in_progress_wait: Option<Duration>,
+}
+
+impl ReplaySafeClientBuilder {
+    /// Whether the operator vetted the server (default
+    /// [`Trust::Untrusted`]: nothing is resent after a lost response).
+    pub fn trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// How long each request waits for its response (default
+    /// [`defaults::CALL_TIMEOUT`]).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Attempts per call, the first included (default
+    /// [`defaults::MAX_ATTEMPTS`]; at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The pauses before resends (default: exponential from
+    /// [`defaults::BACKOFF_MIN`] to [`defaults::BACKOFF_MAX`] with jitter).
+    /// Its own attempt limit is ignored: [`max_attempts`](Self::max_attempts)
+    /// bounds them.
+    pub fn backoff(mut self, backoff: ExponentialBuilder) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The retry budget every resend of the session draws on (default:
+    /// tower's `TpsBudget` over [`defaults::BUDGET_WINDOW`], with
+    /// [`defaults::BUDGET_MIN_PER_SECOND`] and [`defaults::BUDGET_RATIO`]).
+    /// Each call deposits; each resend withdraws, and a spent budget ends
+    /// the call with its delivery unknown.
+    pub fn retry_budget(mut self, budget: impl Budget + Send + Sync + 'static) -> Self {
+        self.budget = Some(Arc::new(budget));
+        self
+    }
+
+    /// How long a keyed call keeps asking a server that answers "in
+    /// progress" ([`codes::KEY_IN_PROGRESS`]: the first attempt still runs)
+    /// before it ends with its delivery unknown (default: the call timeout).
+    /// These asks are not attempts: they cannot run the tool.
+    pub fn in_progress_wait(mut self, wait: Duration) -> Self {
+        self.in_progress_wait = Some(wait);
+        self
+    }
+
+    /// The most `tools/list` pages collected (default
+    /// [`defaults::MAX_PAGES`]).
+    pub fn max_pages(mut self, max_pages: usize) -> Self {
+        self.max_pages = max_pages;
+        self
+    }
+
+    /// Connects with `connect` and collects the tool list. `connect` is
+    /// called again, and the list collected again, whenever the transport
+    /// has closed (a stdio server died) before a resend.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when `connect` fails or the list cannot be
+    /// collected.
+    pub async fn connect<F, Fut, S, E>(self, connect: F) -> Result<ReplaySafeClient, ConnectError>
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<RunningService<RoleClient, S>, E>> + Send + 'static,
+        S: Service<RoleClient>,
+        E: Into<BoxError>,
+    {
+        let connector: Connector = Arc::new(move || {
+            let connecting = connect();
+            Box::pin(async move {
+                connecting
+                    .await
+                    .map(|service| Box::new(service) as Box<dyn Connection>)
+                    .map_err(Into::into)
+            })
+        });
+        let connection = connector().await.map_err(ConnectError::Connect)?;
+        self.start(connection, Some(connector)).await
+    }
+
+    /// Uses a connection already made; the client cannot restart it.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when the list cannot be collected.
+    pub async fn serve<S: Service<RoleClient>>(
+        self,
+        service: RunningService<RoleClient, S>,
+    ) -> Result<ReplaySafeClient, ConnectError> {
+        self.start(Box::new(service), None).await
+    }
+
+    async fn start(
+        self,
+        connection: Box<dyn Connection>,
+        connector: Option<Connector>,
+    ) -> Result<ReplaySafeClient, ConnectError> {
+        let options = Options {
+            trust: self.trust,
+            call_timeout: self.call_timeout,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            max_pages: self.max_pages,
+            in_progress_wait: self.in_progress_wait.unwrap_or(self.call_timeout),
+        };
+        let tools = collect_tools(connection.peer(), &options).await?;
+        let budget = self.budget.unwrap_or_else(|| {
+            Arc::new(TpsBudget::new(
+                defaults::BUDGET_WINDOW,
+                defaults::BUDGET_MIN_PER_SECOND,
+                defaults::BUDGET_RATIO,
+            ))
+        });
+        Ok(ReplaySafeClient {
+            options,
+            connector,
+            budget,
+            session: tokio::sync::RwLock::new(Session {
+                connection: Arc::from(connection),
+                tools: Arc::new(tools),
+                generation: 0,
+            }),
+            in_doubt: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+}
+
+struct Options {
+    trust: Trust,
+    call_timeout: Duration,
+    max_attempts: u32,
+    backoff: ExponentialBuilder,
+    max_pages: usize,
+    in_progress_wait: Duration,
+}
+
+struct Session {
+    connection: Arc<dyn Connection>,
+    tools: Arc<ToolList>,
+    /// How many times the connection was made again.
+    generation: u64,
+}
+
+/// A client that resends `tools/call` only when the policy says it is
+/// safe. See the [module](self) for the rules; build one with
+/// [`ReplaySafeClient::builder`].
+pub struct ReplaySafeClient {
+    options: Options,
+    connector: Option<Connector>,
+    budget: Arc<dyn Budget + Send + Sync>,
+    session: tokio::sync::RwLock<Session>,
+    in_doubt: Arc<Mutex<Vec<DeliveryUnknown>>>,
+}
+
+impl fmt::Debug for ReplaySafeClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplaySafeClient")
+            .field("trust", &self.options.trust)
+            .field("call_timeout", &self.options.call_timeout)
+            .field("max_attempts", &self.options.max_attempts)
+            .field("restartable", &self.connector.is_some())
+            .finish()
+    }
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Answered(CallToolResult),
+    /// A JSON-RPC error: the server's own, known answer.
+    Refused(ErrorData),
+    NotSent(BoxError),
+    Lost(Lost),
+    Unsupported(&'static str),
+}
+
+impl ReplaySafeClient {
+    /// A builder with every option at its default.
+    pub fn builder() -> ReplaySafeClientBuilder {
+        ReplaySafeClientBuilder {
+            trust: Trust::Untrusted,
+            call_timeout: defaults::CALL_TIMEOUT,
+            max_attempts: defaults::MAX_ATTEMPTS,
+            backoff: ExponentialBuilder::default()
+                .with_min_delay(defaults::BACKOFF_MIN)
+                .with_max_delay(defaults::BACKOFF_MAX)
+                .with_jitter(),
+            budget: None,
+            max_pages: defaults::MAX_PAGES,
+            in_progress_wait: None,
+        }
+    }
+
+    /// Whether the server is trusted.
+    pub fn trust(&self) -> Trust {
+        self.options.trust
+    }
+
+    /// The server's complete tool list, as last collected.
+    pub async fn tools(&self) -> Arc<ToolList> {
+        self.session.read().await.tools.clone()
+    }
+
+    /// How many times the connection was made again after its transport
+    /// closed.
+    pub async fn restarts(&self) -> u64 {
+        self.session.read().await.generation
+    }
+
+    /// The peer of the current connection, for requests other than
+    /// `tools/call`.
+    pub async fn peer(&self) -> Peer<RoleClient> {
+        self.session.read().await.connection.peer().clone()
+    }
+
+    /// Collects the tool list again (after `notifications/tools/list_changed`,
+    /// say).
+    ///
+    /// # Errors
+    ///
+    /// As [`ReplaySafeClientBuilder::connect`].
+    pub async fn refresh_tools(&self) -> Result<Arc<ToolList>, ConnectError> {
+        let peer = self.peer().await;
+        let tools = Arc::new(collect_tools(&peer, &self.options).await?);
+        self.session.write().await.tools = tools.clone();
+        Ok(tools)
+    }
+
+    /// Calls whose futures were dropped after their request was sent: their
+    /// delivery is unknown, and no caller is left to be told. Each is
+    /// returned once.
+    pub fn take_in_doubt(&self) -> Vec<DeliveryUnknown> {
+        std::mem::take(&mut *lock(&self.in_doubt))
+    }
+
+    /// Calls a tool; resends it after a lost response only when the policy
+    /// says so, with the same arguments (and, for a keyed tool, the same
+    /// key) as a new JSON-RPC request.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError`]: the tool is unknown, the server refused the call, no
+    /// attempt could be sent, or the answer was not a `tools/call` result.
+    /// A lost response is not an error but [`Outcome::DeliveryUnknown`].
+    pub async fn call_tool(&self, call: ToolCall) -> Result<Outcome, CallError> {
+        // A transport that closed since the last call is made again first,
+        // so the call is judged against the list of the server it goes to.
+        let seen = self.session.read().await.generation;
+        let (mut connection, mut generation) =
+            self.connection(seen, false)
+                .await
+                .map_err(|error| CallError::NotSent {
+                    tool: call.name.clone(),
+                    attempts: 0,
+                    last_error: error,
+                })?;
+        let tools = self.tools().await;
+        let Some(listed) = tools.get(&call.name) else {
+            return Err(CallError::UnknownTool {
+                verdict: tools.decide(&call.name, self.options.trust),
+                tool: call.name,
+            });
+        };
+        let verdict = listed.verdict(self.options.trust);
+        let (arguments, key) = keyed_arguments(listed, call.arguments, call.idempotency_key);
+        let mut tries = Tries {
+            tool: call.name,
+            arguments,
+            key,
+            verdict,
+            attempts: 0,
+            lost: None,
+            refusal: None,
+            not_sent: None,
+            asks: 0,
+            asking_since: None,
+        };
+        self.budget.deposit();
+        let mut backoff = self.options.backoff.build();
+        loop {
+            tries.attempts += 1;
+            let attempt = self.attempt(connection.peer(), &tries).await;
+            let closed = matches!(
+                attempt,
+                Attempt::Lost(Lost::TransportClosed) | Attempt::NotSent(_)
+            );
+            let retry_after = match attempt {
+                Attempt::Answered(result) => {
+                    return Ok(Outcome::Completed(Completed {
+                        result,
+                        attempts: tries.attempts,
+                        idempotency_key: tries.key,
+                    }));
+                }
+                Attempt::Unsupported(what) => {
+                    return Err(CallError::Unsupported {
+                        tool: tries.tool,
+                        what,
+                    });
+                }
+                Attempt::Refused(error) => match not_run(&error, tries.key.is_some()) {
+                    // "In progress" or "store failed": the server says it
+                    // did not run this attempt; wait and try again.
+                    Some(retry_after) => {
+                        tries.refusal = Some(error);
+                        let since = *tries
+                            .asking_since
+                            .get_or_insert_with(tokio::time::Instant::now);
+                        if since.elapsed() >= self.options.in_progress_wait {
+                            let stop = format!(
+                                "the server still had it in progress after {:?}",
+                                self.options.in_progress_wait
+                            );
+                            return tries.give_up(stop);
+                        }
+                        tries.asks += 1;
+                        self.pause(&mut backoff, retry_after).await;
+                        // An ask is no attempt: the server said it did not
+                        // run, so it spends neither attempts nor budget.
+                        continue;
+                    }
+                    None => {
+                        let stop = format!(
+                            "the resend was refused ({}: {})",
+                            error.code.0,
+                            error.message.escape_debug()
+                        );
+                        tries.refusal = Some(error);
+                        return tries.give_up(stop);
+                    }
+                },
+                Attempt::NotSent(error) => {
+                    tracing::info!(tool = ?tries.tool, attempts = tries.attempts, %error, "tools/call was not sent");
+                    tries.not_sent = Some(error);
+                    None
+                }
+                Attempt::Lost(why) => {
+                    let resend = tries.verdict.decision == Decision::Resend;
+                    tracing::info!(tool = ?tries.tool, attempts = tries.attempts, error = %why, resend, "tools/call response lost");
+                    tries.lost = Some(why);
+                    if !resend {
+                        return tries.give_up("it is not resent".to_owned());
+                    }
+                    None
+                }
+            };
+            if tries.attempts - tries.asks >= self.options.max_attempts {
+                let stop = format!("all {} attempts were made", tries.attempts - tries.asks);
+                return tries.give_up(stop);
+            }
+            if !self.budget.withdraw() {
+                return tries.give_up("the session's retry budget is spent".to_owned());
+            }
+            self.pause(&mut backoff, retry_after).await;
+            // The server may have died: start it again, and resend only
+            // what it still defines the same way.
+            match self.connection(generation, closed).await {
+                Ok((now, now_generation)) => {
+                    if now_generation != generation
+                        && let Some(stop) = self.tool_changed(listed, &tries.tool).await
+                    {
+                        return tries.give_up(stop);
+                    }
+                    connection = now;
+                    generation = now_generation;
+                }
+                Err(error) => {
+                    let stop = format!("the server could not be started again ({error})");
+                    tries.not_sent = Some(error);
+                    return tries.give_up(stop);
+                }
+            }
+        }
+    }
+
+    /// One attempt: sends the request and waits for its answer.
+    async fn attempt(&self, peer: &Peer<RoleClient>, tries: &Tries) -> Attempt {
+        let params =
+            CallToolRequestParams::new(tries.tool.clone()).with_arguments(tries.arguments.clone());
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(self.options.call_timeout);
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            // Refused before it was handed to the transport.
+            Err(error) => return Attempt::NotSent(Box::new(error)),
+        };
+        let mut in_doubt = InDoubt {
+            list: self.in_doubt.clone(),
+            call: Some(DeliveryUnknown {
+                tool: tries.tool.clone(),
+                arguments: tries.arguments.clone(),
+                idempotency_key: tries.key.clone(),
+                attempts: tries.attempts,
+                last_error: Lost::Dropped,
+                verdict: tries.verdict.clone(),
+                stopped: "the caller stopped waiting".to_owned(),
+            }),
+        };
+        let answer = handle.await_response().await;
+        in_doubt.call = None;
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => Attempt::Answered(result),
+            Ok(ServerResult::InputRequiredResult(_)) => Attempt::Unsupported("input_required"),
+            Ok(ServerResult::CreateTaskResult(_)) => Attempt::Unsupported("a task"),
+            Ok(_) => Attempt::Unsupported("a result of another kind"),
+            Err(error) => classify(error),
+        }
+    }
+
+    /// The current connection, made again first when its transport closed
+    /// (`dead`: an attempt found it closed, before rmcp's service loop may
+    /// have noticed) and a connector is at hand. Returns it with its
+    /// generation.
+    async fn connection(
+        &self,
+        seen: u64,
+        dead: bool,
+    ) -> Result<(Arc<dyn Connection>, u64), BoxError> {
+        {
+            let session = self.session.read().await;
+            let closed = dead || session.connection.peer().is_transport_closed();
+            if !closed || self.connector.is_none() {
+                return Ok((session.connection.clone(), session.generation));
+            }
+            if session.generation != seen {
+                // Another call already made it again.
+                return Ok((session.connection.clone(), session.generation));
+            }
+        }
+        let mut session = self.session.write().await;
+        if session.generation != seen || !(dead || session.connection.peer().is_transport_closed())
+        {
+            return Ok((session.connection.clone(), session.generation));
+        }
+        let connector = self.connector.as_ref().expect("checked above");
+        tracing::info!("the MCP server's transport closed; connecting again");
+        let connection: Arc<dyn Connection> = Arc::from(connector().await?);
+        let tools = collect_tools(connection.peer(), &self.options)
+            .await
+            .map_err(|error| Box::new(error) as BoxError)?;
+        session.connection = connection.clone();
+        session.tools = Arc::new(tools);
+        session.generation += 1;
+        Ok((connection, session.generation))
+    }
+
+    /// After a restart: why the call must not be resent, when its tool
+    /// changed or is gone.
+    async fn tool_changed(&self, before: &ListedTool, name: &str) -> Option<String> {
+        let tools = self.tools().await;
+        let Some(now) = tools.get(name) else {
+            return Some(format!(
+                "after the server restarted, `{}` is no longer in its tools/list",
+                name.escape_debug()
+            ));
+        };
+        match (&before.fingerprint, &now.fingerprint) {
+            (Some(a), Some(b)) if a.definition != b.definition => {
+                let parts: Vec<&str> = a
+                    .changed_parts(b)
+                    .into_iter()
+                    .map(|part| part.wire_name())
+                    .collect();
+                Some(format!(
+                    "after the server restarted, `{}` is defined differently ({}), so the call is \
+                     not resent",
+                    name.escape_debug(),
+                    if parts.is_empty() {
+                        "its name".to_owned()
+                    } else {
+                        parts.join(", ")
+                    }
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    async fn pause(
+        &self,
+        backoff: &mut impl Iterator<Item = Duration>,
+        at_least: Option<Duration>,
+    ) {
+        let pause = backoff.next().unwrap_or(defaults::BACKOFF_MAX);
+        tokio::time::sleep(pause.max(at_least.unwrap_or_default())).await;
+    }
+}
+
+/// One logical call across its attempts.
+struct Tries {
+    tool: String,
+    arguments: JsonObject,
+    key: Option<String>,
+    verdict: Verdict,
+    attempts: u32,
+    /// Set once an attempt may have reached the server: from then on the
+    /// call may have run, whatever later attempts say.
+    lost: Option<Lost>,
+    /// The last refusal that said the attempt did not run.
+    refusal: Option<ErrorData>,
+    /// The last attempt that was not sent.
+    not_sent: Option<BoxError>,
+    /// Requests answered "in progress": asks, not attempts.
+    asks: u32,
+    /// When the server first answered "in progress".
+    asking_since: Option<tokio::time::Instant>,
+}
+
+impl Tries {
+    /// Ends the call without an answer: its delivery is unknown when any
+    /// attempt may have reached the server; otherwise the server's refusal,
+    /// or "not sent".
+    fn give_up(self, stopped: String) -> Result<Outcome, CallError> {
+        if let Some(last_error) = self.lost {
+            let unknown = DeliveryUnknown {
+                tool: self.tool,
+                arguments: self.arguments,
+                idempotency_key: self.key,
+                attempts: self.attempts,
+                last_error,
+                verdict: self.verdict,
+                stopped,
+            };
+            tracing::warn!(tool = ?unknown.tool, attempts = unknown.attempts, error = %unknown.last_error, stopped = %unknown.stopped, "tools/call delivery unknown: read back before calling again");
+            return Ok(Outcome::DeliveryUnknown(unknown));
+        }
+        if let Some(error) = self.refusal {
+            return Err(CallError::Rejected {
+                tool: self.tool,
+                error,
+                attempts: self.attempts,
+            });
+        }
+        Err(CallError::NotSent {
+            tool: self.tool,
+            attempts: self.attempts,
+            last_error: self.not_sent.unwrap_or_else(|| stopped.into()),
+        })
+    }
+}
+
+/// Pushes its call to the client's in-doubt list when dropped before its
+/// answer came.
+struct InDoubt {
+    list: Arc<Mutex<Vec<DeliveryUnknown>>>,
+    call: Option<DeliveryUnknown>,
+}
+
+impl Drop for InDoubt {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            tracing::warn!(tool = ?call.tool, "tools/call future dropped after the request was sent: delivery unknown");
+            lock(&self.list).push(call);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A push is one whole step: a poisoned list is still whole.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The arguments every attempt sends: for a keyed tool, with the key
+/// filled (the caller's, one already in the arguments, or a new UUID).
+fn keyed_arguments(
+    listed: &ListedTool,
+    mut arguments: JsonObject,
+    key: Option<String>,
+) -> (JsonObject, Option<String>) {
+    let Some(field) = &listed.idempotency_key else {
+        return (arguments, None);
+    };
+    let key = key
+        .or_else(|| {
+            arguments
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    arguments.insert(field.clone(), Value::from(key.clone()));
+    (arguments, Some(key))
+}
+
+/// For a refusal that says the call did not run and may be tried again
+/// (a keyed call in progress, a failed store): how long to wait at least.
+fn not_run(error: &ErrorData, keyed: bool) -> Option<Option<Duration>> {
+    if !keyed {
+        return None;
+    }
+    match error.code.0 {
+        codes::KEY_IN_PROGRESS | codes::STORE_FAILED => Some(
+            error
+                .data
+                .as_ref()
+                .and_then(|data| data.get("retryAfterMs"))
+                .and_then(Value::as_u64)
+                .map(Duration::from_millis),
+        ),
+        _ => None,
+    }
+}
+
+/// The message rmcp's streamable HTTP client gives pending requests when it
+/// re-initialises the session (`streamable_http_client.rs`,
+/// `fail_pending_stream_responses`).
+const SESSION_REINITIALIZED: &str =
+    "streamable HTTP session was re-initialized before the response arrived";
+
+/// Sorts an rmcp error of a sent request: the server's own answer, a
+/// request that never left, or one whose delivery is unknown.
+fn classify(error: ServiceError) -> Attempt {
+    match error {
+        ServiceError::McpError(error)
+            if error.code == ErrorCode::INTERNAL_ERROR
+                && error.message == SESSION_REINITIALIZED =>
+        {
+            Attempt::Lost(Lost::SessionReinitialized)
+        }
+        ServiceError::McpError(error) => Attempt::Refused(error),
+        ServiceError::Timeout { timeout } => Attempt::Lost(Lost::Timeout(timeout)),
+        ServiceError::Cancelled { reason } => Attempt::Lost(Lost::Cancelled { reason }),
+        ServiceError::TransportClosed => Attempt::Lost(Lost::TransportClosed),
+        ServiceError::TransportSend(error) if never_left(&error) => {
+            Attempt::NotSent(Box::new(ServiceError::TransportSend(error)))
+        }
+        other => Attempt::Lost(Lost::Transport(other)),
+    }
+}
+
+/// Whether a transport error proves that no byte of the request left: the
+/// connection was refused (nothing listened), or a pipe was already broken
+/// (the stdio server was gone before the line was written). Any other
+/// failure may have come after the request was written.
+fn never_left(error: &(dyn StdError + 'static)) -> bool {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::BrokenPipe
+            )
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// Collects the complete tool list through `peer`, with fingerprints (to
+/// tell a changed tool after a restart).
+async fn collect_tools(
+    peer: &Peer<RoleClient>,
+    options: &Options,
+) -> Result<ToolList, ConnectError> {
+    let mut collector = Collector::new(CollectOptions {
+        max_pages: options.max_pages,
+        fingerprints: true,
+        keep_definitions: false,
+    });
+    let mut cursor: Option<String> = None;
+    loop {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
+        let answer = peer
+            .send_request_with_option(
+                request,
+                PeerRequestOptions::with_timeout(options.call_timeout),
+            )
+            .await
+            .map_err(ConnectError::List)?
+            .await_response()
+            .await
+            .map_err(ConnectError::List)?;
+        let ServerResult::ListToolsResult(page) = answer else {
+            return Err(ConnectError::UnexpectedList);
+        };
+        let page = serde_json::to_value(&page).map_err(|error| CollectError::PageNotJson {
+            page: 0,
+            error: error.to_string(),
+        })?;
+        match collector.push_page(page)? {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    Ok(collector.finish()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rmcp_errors_are_sorted_by_what_they_prove() {
+        let sorted = |error| match classify(error) {
+            Attempt::Lost(lost) => format!("lost: {lost}"),
+            Attempt::NotSent(error) => format!("not sent: {error}"),
+            Attempt::Refused(error) => format!("refused: {}", error.message),
+            _ => "other".to_owned(),
+        };
+        assert_eq!(
+            sorted(ServiceError::Timeout {
+                timeout: Duration::from_secs(2)
+            }),
+            "lost: no response within 2s"
+        );
+        assert_eq!(
+            sorted(ServiceError::TransportClosed),
+            "lost: the transport closed after the request was sent"
+        );
+        assert_eq!(
+            sorted(ServiceError::Cancelled { reason: None }),
+            "lost: the request was cancelled (no reason given)"
+        );
+        // rmcp's own JSON-RPC error for a re-initialised HTTP session is no
+        // server's answer.
+        assert_eq!(
+            sorted(ServiceError::McpError(ErrorData::internal_error(
+                SESSION_REINITIALIZED,
+                None
+            ))),
+            "lost: the streamable HTTP session was re-initialised before the response arrived"
+        );
+        assert_eq!(
+            sorted(ServiceError::McpError(ErrorData::internal_error(
+                "boom", None
+            ))),
+            "refused: boom"
+        );
+    }
+
+    #[test]
+    fn only_a_refused_connection_or_a_broken_pipe_proves_nothing_left() {
+        let io = |kind| std::io::Error::new(kind, "x");
+        assert!(never_left(&io(std::io::ErrorKind::ConnectionRefused)));
+        assert!(never_left(&io(std::io::ErrorKind::BrokenPipe)));
+        assert!(!never_left(&io(std::io::ErrorKind::ConnectionReset)));
+        // Found anywhere in the chain of sources.
+        #[derive(Debug, thiserror::Error)]
+        #[error("wrapped")]
+        struct Wrapped(#[source] std::io::Error);
+        assert!(never_left(&Wrapped(io(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+        assert!(!never_left(&Wrapped(io(std::io::ErrorKind::UnexpectedEof))));
+    }
+
+    #[test]
+    fn keyed_calls_carry_one_key_on_every_attempt() {
+        let listed = |key: Option<&str>| ListedTool {
+            name: "append".to_owned(),
+            page: 1,
+            title: None,
+            hints: crate::hints::ToolHints::from_json(None, None).unwrap(),
+            fingerprint: None,
+            definition: None,
+            idempotency_key: key.map(str::to_owned),
+        };
+        let args = |value: Value| match value {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let (unkeyed, key) = keyed_arguments(&listed(None), args(json!({"a": 1})), None);
+        assert_eq!((Value::Object(unkeyed), key), (json!({"a": 1}), None));
+        let (given, key) = keyed_arguments(
+            &listed(Some("request_id")),
+            args(json!({"a": 1})),
+            Some("k-1".to_owned()),
+        );
+        assert_eq!(Value::Object(given), json!({"a": 1, "request_id": "k-1"}));
+        assert_eq!(key.as_deref(), Some("k-1"));
+        let (kept, key) = keyed_arguments(
+            &listed(Some("request_id")),
+            args(json!({"request_id": "mine"})),
+            None,
+        );
+        assert_eq!(kept["request_id"], "mine");
+        assert_eq!(key.as_deref(), Some("mine"));
+        let (made, key) = keyed_arguments(&listed(Some("request_id")), JsonObject::new(), None);
+        let key = key.unwrap();
+        assert_eq!(made["request_id"], key.as_str());
+        assert_eq!(uuid::Uuid::parse_str(&key).unwrap().get_version_num(), 4);
+    }
+
+    #[test]
+    fn only_keyed_in_progress_and_store_refusals_are_retried() {
+        let error = |code, data| ErrorData::new(ErrorCode(code), "x", data);
+        assert_eq!(
+            not_run(
+                &error(codes::KEY_IN_PROGRESS, Some(json!({"retryAfterMs": 250}))),
+                true
+            ),
+            Some(Some(Duration::from_millis(250)))
+        );
+        assert_eq!(not_run(&error(codes::STORE_FAILED, None), true), Some(None));
+        assert_eq!(not_run(&error(codes::KEY_IN_PROGRESS, None), false), None);
+        assert_eq!(not_run(&error(codes::KEY_CONFLICT, None), true), None);
+        assert_eq!(not_run(&error(-32602, None), true), None);
+    }
+}

@@ -1,0 +1,83 @@
+//! Where idempotency records get their times: an injectable clock, so that
+//! tests move time with `tokio::time::pause()` and `advance` instead of
+//! sleeping.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::store::millis;
+
+/// The time source of an [`Idempotency`](super::Idempotency): when a key
+/// was reserved, until when its lease holds, when its record expires.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+
+    /// The current time in milliseconds since the Unix epoch, as records
+    /// store it (0 for a time before the epoch).
+    fn now_ms(&self) -> u64 {
+        self.now().duration_since(UNIX_EPOCH).map_or(0, millis)
+    }
+}
+
+/// The default clock: the wall-clock time when it was made, advanced by
+/// tokio's monotonic clock since. It moves with real time, does not jump
+/// when the system clock is set, and stands still under
+/// `tokio::time::pause()` until a test advances it.
+#[derive(Debug)]
+pub struct TokioClock {
+    wall: SystemTime,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock reading the wall-clock time now.
+    pub fn new() -> TokioClock {
+        TokioClock {
+            wall: SystemTime::now(),
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        TokioClock::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> SystemTime {
+        self.wall + self.start.elapsed()
+    }
+}
+
+/// The system's wall clock, read on every call ([`SystemTime::now`]).
+/// Several replicas sharing a store agree on times only as far as their
+/// system clocks agree.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// `now` plus `duration` in milliseconds, saturating.
+pub(crate) fn after(now_ms: u64, duration: Duration) -> u64 {
+    now_ms.saturating_add(millis(duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_moves_only_with_tokio_time() {
+        let clock = TokioClock::new();
+        let before = clock.now_ms();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(clock.now_ms() - before, 3_600_000);
+    }
+}

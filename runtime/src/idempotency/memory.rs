@@ -1,0 +1,284 @@
+//! The in-memory store, the default: records in one process's memory,
+//! within a capacity bound that evicts the oldest completed record and
+//! never one in progress.
+//!
+//! A cache crate such as moka evicts by its own policy, which may pick an
+//! entry in progress and let a second call run while the first still
+//! does; so this is a plain map under a mutex, with the completed records
+//! also kept in order of completion for eviction.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::defaults;
+use super::store::{
+    Claim, IdempotencyStore, Record, RecordKey, RecordState, Reservation, Standing, StoreError,
+};
+
+/// Records kept in this process's memory; they are gone when it exits.
+///
+/// At most [`capacity`](Self::capacity) records are kept (default
+/// [`defaults::MEMORY_CAPACITY`]). When a new key finds the store full, the
+/// record that completed first is evicted; records in progress are never
+/// evicted, and when every record is in progress the new key is refused
+/// with [`StoreError::Full`] (the call does not run).
+///
+/// ```
+/// use mcp_hints::idempotency::{Idempotency, MemoryStore};
+///
+/// let idempotency = Idempotency::builder()
+///     .store(MemoryStore::with_capacity(1_000))
+///     .build();
+/// # let _ = idempotency;
+/// ```
+#[derive(Debug)]
+pub struct MemoryStore {
+    capacity: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    records: HashMap<RecordKey, Record>,
+    /// (completed at, key) of every completed record, oldest first.
+    completed: BTreeSet<(u64, RecordKey)>,
+}
+
+impl State {
+    fn remove(&mut self, key: &RecordKey) -> Option<Record> {
+        let record = self.records.remove(key)?;
+        if let RecordState::Completed { completed_ms, .. } = &record.state {
+            self.completed.remove(&(*completed_ms, key.clone()));
+        }
+        Some(record)
+    }
+
+    /// Makes room for one more record; false when every record is in
+    /// progress.
+    fn make_room(&mut self, capacity: usize) -> bool {
+        while self.records.len() >= capacity {
+            let Some((_, oldest)) = self.completed.pop_first() else {
+                return false;
+            };
+            self.records.remove(&oldest);
+        }
+        true
+    }
+}
+
+impl MemoryStore {
+    /// A store of at most [`defaults::MEMORY_CAPACITY`] records.
+    pub fn new() -> MemoryStore {
+        MemoryStore::with_capacity(defaults::MEMORY_CAPACITY)
+    }
+
+    /// A store of at most `capacity` records (0 refuses every key).
+    pub fn with_capacity(capacity: usize) -> MemoryStore {
+        MemoryStore {
+            capacity,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The most records this store keeps.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// How many records it keeps now, in progress and completed.
+    pub fn len(&self) -> usize {
+        self.state().records.len()
+    }
+
+    /// Whether it keeps no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every change below is made whole before the lock is released, so
+        // a panic elsewhere cannot leave a half-made change behind.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies `change` to the record under `key` when it is in progress
+    /// under `token`.
+    fn with_lease(
+        &self,
+        key: &RecordKey,
+        token: &str,
+        change: impl FnOnce(&mut State, Record),
+    ) -> bool {
+        let mut state = self.state();
+        let held = state
+            .records
+            .get(key)
+            .is_some_and(|record| record.token() == Some(token));
+        if held && let Some(record) = state.remove(key) {
+            change(&mut state, record);
+        }
+        held
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn reserve(&self, key: &RecordKey, claim: &Claim) -> Result<Reservation, StoreError> {
+        let mut state = self.state();
+        let answer = match state.records.get(key) {
+            None => Reservation::Reserved,
+            Some(record) => match record.standing(claim.now_ms, claim.retention) {
+                Standing::Holds => return Ok(Reservation::Held(record.clone())),
+                Standing::Expired => {
+                    state.remove(key);
+                    Reservation::Reserved
+                }
+                Standing::LeaseOver => Reservation::TookOver {
+                    previous: state.remove(key).expect("the record was just read"),
+                },
+            },
+        };
+        if !state.make_room(self.capacity) {
+            return Err(StoreError::Full {
+                capacity: self.capacity,
+            });
+        }
+        state.records.insert(key.clone(), claim.record());
+        Ok(answer)
+    }
+
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: &str,
+        _now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with_lease(key, token, |state, mut record| {
+            if let RecordState::InProgress {
+                lease_until_ms: until,
+                ..
+            } = &mut record.state
+            {
+                *until = lease_until_ms;
+            }
+            state.records.insert(key.clone(), record);
+        }))
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: &str,
+        result: &Value,
+        now_ms: u64,
+        _retention: Duration,
+    ) -> Result<bool, StoreError> {
+        // Retention is checked on every read (`Record::standing`), and
+        // capacity evicts the oldest: nothing to schedule here.
+        Ok(self.with_lease(key, token, |state, mut record| {
+            record.state = RecordState::Completed {
+                result: result.clone(),
+                completed_ms: now_ms,
+            };
+            state.completed.insert((now_ms, key.clone()));
+            state.records.insert(key.clone(), record);
+        }))
+    }
+
+    async fn release(&self, key: &RecordKey, token: &str) -> Result<bool, StoreError> {
+        Ok(self.with_lease(key, token, |_, _| {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(token: &str, now_ms: u64) -> Claim {
+        Claim {
+            arguments: "sha256:args".to_owned(),
+            token: token.to_owned(),
+            now_ms,
+            lease_until_ms: now_ms + 1_000,
+            retention: Duration::from_secs(60),
+        }
+    }
+
+    fn key(name: &str) -> RecordKey {
+        RecordKey::new("tool", None, name)
+    }
+
+    #[tokio::test]
+    async fn full_of_completed_records_evicts_the_oldest() {
+        let store = MemoryStore::with_capacity(2);
+        for (name, at) in [("a", 1), ("b", 2)] {
+            store.reserve(&key(name), &claim(name, at)).await.unwrap();
+            assert!(
+                store
+                    .complete(&key(name), name, &json!({}), at, Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert_eq!(
+            store.reserve(&key("c"), &claim("c", 3)).await.unwrap(),
+            Reservation::Reserved
+        );
+        assert_eq!(store.len(), 2);
+        // "a" completed first and is gone; "b" still holds its key.
+        assert_eq!(
+            store.reserve(&key("a"), &claim("a2", 4)).await.unwrap(),
+            Reservation::Reserved
+        );
+        assert!(matches!(
+            store.reserve(&key("b"), &claim("b2", 5)).await,
+            Err(StoreError::Full { capacity: 2 })
+        ));
+    }
+
+    #[tokio::test]
+    async fn records_in_progress_are_never_evicted() {
+        let store = MemoryStore::with_capacity(1);
+        store.reserve(&key("a"), &claim("a", 1)).await.unwrap();
+        assert!(matches!(
+            store.reserve(&key("b"), &claim("b", 2)).await,
+            Err(StoreError::Full { capacity: 1 })
+        ));
+        // The refused key left nothing behind; the one in progress stands.
+        assert_eq!(store.len(), 1);
+        assert!(matches!(
+            store.reserve(&key("a"), &claim("a2", 3)).await.unwrap(),
+            Reservation::Held(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn only_the_token_holder_changes_a_record() {
+        let store = MemoryStore::new();
+        store.reserve(&key("a"), &claim("mine", 1)).await.unwrap();
+        assert!(!store.release(&key("a"), "theirs").await.unwrap());
+        assert!(!store.renew(&key("a"), "theirs", 2, 99).await.unwrap());
+        assert!(
+            !store
+                .complete(&key("a"), "theirs", &json!({}), 2, Duration::ZERO)
+                .await
+                .unwrap()
+        );
+        assert!(store.release(&key("a"), "mine").await.unwrap());
+        assert!(store.is_empty());
+    }
+}

@@ -1,0 +1,719 @@
+//! Idempotency keys for `tools/call`: a tool that takes a caller-chosen key
+//! among its arguments runs once per key, and every resend of the same
+//! call gets the first call's recorded result instead of a second run.
+//!
+//! No MCP spec revision has an idempotency field (SEP-3182 proposed one and
+//! was closed unmerged), so the key travels in the tool's arguments, named
+//! in the tool's `_meta` under [`KEY_META_KEY`] so that clients can fill it.
+//! The rules follow SEP-3182, Stripe's idempotent requests and the IETF
+//! `Idempotency-Key` draft:
+//!
+//! | the key was seen | with | the call |
+//! |---|---|---|
+//! | never, or longer ago than the retention window | | runs, and its result is recorded |
+//! | and the first call finished | the same arguments | does not run: the recorded result (success or `isError`) is returned, marked under [`REPLAYED_META_KEY`] |
+//! | and the first call finished or runs | other arguments | is refused: [`codes::KEY_CONFLICT`] |
+//! | and the first call still runs | the same arguments | is refused, "retry later": [`codes::KEY_IN_PROGRESS`] (or waits, see [`InProgress`]) |
+//! | and the first call's process died | the same arguments | takes the record over once the first call's lease is over, and runs |
+//!
+//! A handler that answers with a JSON-RPC error (it refused before doing
+//! anything), panics, or whose future is dropped leaves no record: the key
+//! is free again. `notifications/cancelled` does not stop a keyed call:
+//! rmcp lets the handler run on, and its result is recorded, so the resend
+//! that follows a client's timeout receives it rather than a second run.
+//!
+//! Arguments are compared by [`arguments_digest`]: SHA-256 of their RFC
+//! 8785 canonical JSON without the key, so key order and `1` against `1.0`
+//! do not matter. Keys are 1 to [`defaults::MAX_KEY_CHARS`] characters.
+//! Records are scoped by tool, key and an optional caller scope the server
+//! supplies ([`IdempotencyBuilder::caller_scope`]).
+//!
+//! Declare a keyed tool with `#[tool(idempotency_key = "request_id")]`
+//! (its argument struct holds `request_id: String`) and give the server an
+//! [`Idempotency`] through [`IdempotentServer`]:
+//!
+//! ```
+//! use mcp_hints::idempotency::{Idempotency, IdempotentServer};
+//! use mcp_hints::rmcp::handler::server::wrapper::Parameters;
+//! use mcp_hints::{tool, tool_router};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//!
+//! #[derive(Default)]
+//! struct Ledger {
+//!     idempotency: Idempotency,
+//! }
+//!
+//! impl IdempotentServer for Ledger {
+//!     fn idempotency(&self) -> &Idempotency {
+//!         &self.idempotency
+//!     }
+//! }
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Payment {
+//!     /// Names this payment: send the same one when you resend it.
+//!     request_id: String,
+//!     cents: u64,
+//! }
+//!
+//! #[tool_router(closed_world)]
+//! impl Ledger {
+//!     /// Pay once per `request_id`.
+//!     #[tool(additive, idempotency_key = "request_id")]
+//!     async fn pay(&self, Parameters(payment): Parameters<Payment>) -> String {
+//!         format!("paid {} cents", payment.cents)
+//!     }
+//! }
+//! # let tool = Ledger::tool_router().get("pay").cloned().unwrap();
+//! # assert_eq!(tool.annotations.unwrap().idempotent_hint, Some(true));
+//! ```
+
+mod clock;
+mod memory;
+#[cfg(feature = "redb")]
+mod redb;
+#[cfg(feature = "redis")]
+mod redis;
+pub mod store;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolResponse, CallToolResult, ErrorCode, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+#[cfg(feature = "redb")]
+pub use self::redb::RedbStore;
+#[cfg(feature = "redis")]
+pub use self::redis::RedisStore;
+pub use clock::{Clock, SystemClock, TokioClock};
+pub use memory::MemoryStore;
+pub use store::{
+    Claim, IdempotencyStore, Record, RecordKey, RecordState, Reservation, Standing, StoreError,
+};
+
+use clock::after;
+
+/// The `_meta` key of a keyed tool's definition naming the argument that
+/// carries its idempotency key: `"_meta": {"mcp-hints/idempotencyKey":
+/// "request_id"}`.
+pub const KEY_META_KEY: &str = "mcp-hints/idempotencyKey";
+
+/// The `_meta` key of a `tools/call` result that was recorded earlier and
+/// replayed, not produced by running the handler again: `{"key": "...",
+/// "recordedMs": <ms since the Unix epoch>}`.
+pub const REPLAYED_META_KEY: &str = "mcp-hints/replayed";
+
+/// Every limit and duration of the idempotency layer, in one place.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// How long records are kept: 24 hours.
+    pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+    /// How long a call in progress holds its key without renewing it: 30
+    /// seconds. A running call renews it every third of this; after a
+    /// process died, its keys are free once this has passed.
+    pub const LEASE: Duration = Duration::from_secs(30);
+    /// The most records the in-memory store keeps: 10,000.
+    pub const MEMORY_CAPACITY: usize = 10_000;
+    /// The longest key, in characters (Unicode scalar values): 255.
+    pub const MAX_KEY_CHARS: usize = 255;
+    /// The first pause between looks at a key in progress, when waiting
+    /// for it ([`InProgress::Wait`](super::InProgress::Wait)): 10 ms,
+    /// doubling to [`WAIT_POLL_MAX`].
+    pub const WAIT_POLL_MIN: Duration = Duration::from_millis(10);
+    /// The longest pause between looks at a key in progress: 250 ms.
+    pub const WAIT_POLL_MAX: Duration = Duration::from_millis(250);
+    /// How often a completed result is offered to a failing store before
+    /// the record is left to its lease: 3 times.
+    pub const COMPLETE_ATTEMPTS: u32 = 3;
+}
+
+/// The JSON-RPC error codes of refused keyed calls, in the range JSON-RPC
+/// 2.0 leaves to implementations (-32000 to -32099). A call refused with
+/// any of them did not run. A missing or malformed key is -32602 (Invalid
+/// params). Each error's `data` carries `"tool"`, `"idempotencyKey"` and
+/// `"reason"` (`"conflict"`, `"in_progress"` or `"store"`).
+pub mod codes {
+    /// The key was first used with other arguments: a key names one
+    /// operation. Resending will not help; use a new key.
+    pub const KEY_CONFLICT: i32 = -32070;
+    /// A call with this key is still running. Retry later with the same
+    /// key and arguments; `data.retryAfterMs` suggests when.
+    pub const KEY_IN_PROGRESS: i32 = -32071;
+    /// The store could not say whether the key was used (it failed, or is
+    /// full of calls in progress), so the call was not run. Retry later.
+    pub const STORE_FAILED: i32 = -32072;
+}
+
+/// What a keyed call does when the same key is still running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InProgress {
+    /// Refuse at once with [`codes::KEY_IN_PROGRESS`] (the default).
+    #[default]
+    Refuse,
+    /// Wait up to this long for the first call to finish and return its
+    /// recorded result; refuse as [`Refuse`](Self::Refuse) does after that.
+    Wait(Duration),
+}
+
+/// A function from a request to the caller scope of its keys (for example
+/// the authenticated principal of an HTTP request), or `None` for none.
+pub type CallerScope = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
+
+/// The idempotency layer of a server: a store and its rules. Cheap to
+/// clone (one `Arc`); clones share the store.
+///
+/// `Idempotency::default()` keeps records in a [`MemoryStore`], for 24
+/// hours ([`defaults`]), refuses a key in progress, and has no caller
+/// scope. [`Idempotency::builder`] sets each of these.
+#[derive(Clone)]
+pub struct Idempotency {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn IdempotencyStore>,
+    retention: Duration,
+    lease: Duration,
+    in_progress: InProgress,
+    caller_scope: Option<CallerScope>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("store", &self.inner.store)
+            .field("retention", &self.inner.retention)
+            .field("lease", &self.inner.lease)
+            .field("in_progress", &self.inner.in_progress)
+            .field("caller_scope", &self.inner.caller_scope.is_some())
+            .field("clock", &self.inner.clock)
+            .finish()
+    }
+}
+
+impl Default for Idempotency {
+    fn default() -> Self {
+        Idempotency::builder().build()
+    }
+}
+
+/// Builds an [`Idempotency`]; every option has the default of
+/// [`defaults`].
+#[must_use]
+pub struct IdempotencyBuilder {
+    store: Option<Arc<dyn IdempotencyStore>>,
+    retention: Duration,
+    lease: Duration,
+    in_progress: InProgress,
+    caller_scope: Option<CallerScope>,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl IdempotencyBuilder {
+    /// Keeps records in `store` (default: a new [`MemoryStore`]).
+    pub fn store(mut self, store: impl IdempotencyStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Keeps records in a store shared with other layers or servers.
+    pub fn shared_store(mut self, store: Arc<dyn IdempotencyStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Keeps records this long after their call completed (default
+    /// [`defaults::RETENTION`]); a key older than this counts as new.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a call holds its key without renewing it (default
+    /// [`defaults::LEASE`]; at least 3 ms, since a running call renews it
+    /// every third). After a process dies mid-call, its key is taken over
+    /// once this has passed; a shorter lease frees it sooner and costs more
+    /// renewals.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(3));
+        self
+    }
+
+    /// What a call does when its key is still running (default
+    /// [`InProgress::Refuse`]).
+    pub fn in_progress(mut self, in_progress: InProgress) -> Self {
+        self.in_progress = in_progress;
+        self
+    }
+
+    /// Scopes keys by what `scope` returns for each request, so that two
+    /// callers using one key never see each other's records. Over
+    /// streamable HTTP, rmcp puts the request's `http::request::Parts` in
+    /// `context.extensions`. The scope is stored in plain text in record
+    /// keys: return an identity (a principal's id), never a secret such as
+    /// a bearer token.
+    pub fn caller_scope(
+        mut self,
+        scope: impl Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.caller_scope = Some(Arc::new(scope));
+        self
+    }
+
+    /// Reads time from `clock` (default: a [`TokioClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The configured layer.
+    pub fn build(self) -> Idempotency {
+        Idempotency {
+            inner: Arc::new(Inner {
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                retention: self.retention,
+                lease: self.lease,
+                in_progress: self.in_progress,
+                caller_scope: self.caller_scope,
+                clock: self.clock.unwrap_or_else(|| Arc::new(TokioClock::new())),
+            }),
+        }
+    }
+}
+
+/// A server whose tools take idempotency keys: it says where its
+/// [`Idempotency`] lives. Every server type with a
+/// `#[tool(idempotency_key = ...)]` tool implements it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` serves a tool with `idempotency_key` but has no idempotency store",
+    label = "keyed tools need `{Self}: IdempotentServer`",
+    note = "implement `mcp_hints::idempotency::IdempotentServer` for `{Self}`: keep an \
+            `Idempotency` in the server (`Idempotency::default()` keeps records in memory) and \
+            return it from `fn idempotency(&self) -> &Idempotency`"
+)]
+pub trait IdempotentServer {
+    /// The idempotency layer the server's keyed tools use.
+    fn idempotency(&self) -> &Idempotency;
+}
+
+/// The digest a keyed call's arguments are compared by: SHA-256 of the RFC
+/// 8785 canonical JSON of `arguments` without the member `key_field`,
+/// written `sha256:` and 64 hex digits. No arguments is `{}`.
+pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> String {
+    let rest: serde_json::Map<String, Value> = arguments
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| name.as_str() != key_field)
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    crate::fingerprint::digest(&Value::Object(rest))
+}
+
+/// A keyed call, checked and ready to be run by [`Idempotency::run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedCall {
+    tool: String,
+    key: String,
+    record: RecordKey,
+    arguments: String,
+}
+
+impl KeyedCall {
+    /// The tool called.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The call's idempotency key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Where its record lives.
+    pub fn record_key(&self) -> &RecordKey {
+        &self.record
+    }
+
+    /// The digest of its arguments without the key.
+    pub fn arguments_digest(&self) -> &str {
+        &self.arguments
+    }
+}
+
+impl Idempotency {
+    /// A builder with every option at its default.
+    pub fn builder() -> IdempotencyBuilder {
+        IdempotencyBuilder {
+            store: None,
+            retention: defaults::RETENTION,
+            lease: defaults::LEASE,
+            in_progress: InProgress::default(),
+            caller_scope: None,
+            clock: None,
+        }
+    }
+
+    /// The store records are kept in.
+    pub fn store(&self) -> &Arc<dyn IdempotencyStore> {
+        &self.inner.store
+    }
+
+    /// The caller scope of `context`'s keys, from
+    /// [`IdempotencyBuilder::caller_scope`]; `None` without one.
+    pub fn caller_scope_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        self.inner
+            .caller_scope
+            .as_ref()
+            .and_then(|scope| scope(context))
+    }
+
+    /// Checks a call of `tool` keyed by the argument `key_field`.
+    ///
+    /// # Errors
+    ///
+    /// JSON-RPC -32602 (Invalid params) when `arguments` lacks `key_field`,
+    /// or it is not a string of 1 to [`defaults::MAX_KEY_CHARS`]
+    /// characters; the message says what to send.
+    pub fn prepare(
+        &self,
+        tool: &str,
+        key_field: &str,
+        arguments: Option<&JsonObject>,
+        caller: Option<&str>,
+    ) -> Result<KeyedCall, ErrorData> {
+        let problem = match arguments.and_then(|arguments| arguments.get(key_field)) {
+            Some(Value::String(key)) => match key.chars().count() {
+                0 => "is empty",
+                1..=defaults::MAX_KEY_CHARS => {
+                    return Ok(KeyedCall {
+                        tool: tool.to_owned(),
+                        key: key.clone(),
+                        record: RecordKey::new(tool, caller, key),
+                        arguments: arguments_digest(arguments, key_field),
+                    });
+                }
+                _ => "is longer than 255 characters",
+            },
+            None | Some(Value::Null) => "is missing",
+            Some(_) => "is not a string",
+        };
+        Err(ErrorData::invalid_params(
+            format!(
+                "the idempotency key `{key_field}` of `{tool}` {problem}: send a string of 1 to \
+                 {} characters that names this operation, and the same one on every resend",
+                defaults::MAX_KEY_CHARS
+            ),
+            Some(json!({ "tool": tool, "idempotencyKeyField": key_field })),
+        ))
+    }
+
+    /// Runs `handler` for `call` at most once per key: reserves the key,
+    /// polls `handler` while renewing the lease, and records its result;
+    /// or returns the recorded result of an earlier call without polling
+    /// `handler` at all.
+    ///
+    /// A [`CallToolResponse::Complete`] result (a tool error included) is
+    /// recorded. A JSON-RPC error, an MRTR `InputRequired` or a task (the
+    /// call has not finished), a panic, or dropping the returned future
+    /// release the key instead.
+    ///
+    /// # Errors
+    ///
+    /// The handler's own error, or, without running it, a JSON-RPC error
+    /// with [`codes::KEY_CONFLICT`], [`codes::KEY_IN_PROGRESS`] or
+    /// [`codes::STORE_FAILED`].
+    pub async fn run<F>(&self, call: &KeyedCall, handler: F) -> Result<CallToolResponse, ErrorData>
+    where
+        F: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
+        let inner = &*self.inner;
+        let clock = &inner.clock;
+        let started_ms = clock.now_ms();
+        let mut pause = defaults::WAIT_POLL_MIN;
+        let token = uuid::Uuid::new_v4().to_string();
+        loop {
+            let now_ms = clock.now_ms();
+            let claim = Claim {
+                arguments: call.arguments.clone(),
+                token: token.clone(),
+                now_ms,
+                lease_until_ms: after(now_ms, inner.lease),
+                retention: inner.retention,
+            };
+            let reservation = inner
+                .store
+                .reserve(&call.record, &claim)
+                .await
+                .map_err(|error| store_failed(call, &error))?;
+            let record = match reservation {
+                Reservation::Reserved => {
+                    tracing::debug!(tool = %call.tool, key = ?call.key, "idempotency key reserved: the call runs");
+                    break;
+                }
+                Reservation::TookOver { previous } => {
+                    tracing::info!(
+                        tool = %call.tool, key = ?call.key, created_ms = previous.created_ms,
+                        "idempotency key taken over: the call that held it stopped renewing its lease (its process died), so this call runs"
+                    );
+                    break;
+                }
+                Reservation::Held(record) => record,
+            };
+            if record.arguments != call.arguments {
+                tracing::info!(tool = %call.tool, key = ?call.key, "keyed call refused: the key was first used with other arguments");
+                return Err(refusal(
+                    call,
+                    codes::KEY_CONFLICT,
+                    "conflict",
+                    format!(
+                        "the idempotency key {:?} of `{}` was first used with other arguments: a \
+                         key names one operation, so use a new key for new arguments",
+                        call.key, call.tool
+                    ),
+                    None,
+                ));
+            }
+            match record.state {
+                RecordState::Completed {
+                    result,
+                    completed_ms,
+                } => {
+                    tracing::debug!(tool = %call.tool, key = ?call.key, "keyed call replayed: the recorded result is returned and the handler does not run");
+                    return replay(call, result, completed_ms);
+                }
+                RecordState::InProgress { lease_until_ms, .. } => {
+                    let waited = Duration::from_millis(now_ms.saturating_sub(started_ms));
+                    let wait_more = match inner.in_progress {
+                        InProgress::Wait(limit) => waited < limit,
+                        InProgress::Refuse => false,
+                    };
+                    if !wait_more {
+                        tracing::info!(tool = %call.tool, key = ?call.key, "keyed call refused: a call with the same key is still running");
+                        let retry_after = lease_until_ms.saturating_sub(now_ms).clamp(1, 1_000);
+                        return Err(refusal(
+                            call,
+                            codes::KEY_IN_PROGRESS,
+                            "in_progress",
+                            format!(
+                                "a call of `{}` with the idempotency key {:?} is still running; \
+                                 retry later with the same key and arguments",
+                                call.tool, call.key
+                            ),
+                            Some(retry_after),
+                        ));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
+                }
+            }
+        }
+        self.run_reserved(call, token, handler).await
+    }
+
+    async fn run_reserved<F>(
+        &self,
+        call: &KeyedCall,
+        token: String,
+        handler: F,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
+        let inner = &*self.inner;
+        let mut lease = Lease {
+            store: inner.store.clone(),
+            record: call.record.clone(),
+            token,
+            held: true,
+        };
+        let outcome = {
+            let handler = std::pin::pin!(handler);
+            self.renewing(call, &lease, handler).await
+        };
+        match outcome {
+            Ok(CallToolResponse::Complete(result)) => {
+                self.record(call, &mut lease, &result).await;
+                Ok(CallToolResponse::Complete(result))
+            }
+            Ok(unfinished) => {
+                tracing::debug!(tool = %call.tool, key = ?call.key, "idempotency key released: the call asked for input or became a task, so it has not finished");
+                lease.release().await;
+                Ok(unfinished)
+            }
+            Err(error) => {
+                tracing::debug!(tool = %call.tool, key = ?call.key, code = error.code.0, "idempotency key released: the handler answered with a JSON-RPC error, so nothing was done");
+                lease.release().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Polls `handler` to its end, renewing the lease every third of it.
+    async fn renewing<F>(
+        &self,
+        call: &KeyedCall,
+        lease: &Lease,
+        mut handler: std::pin::Pin<&mut F>,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
+        let inner = &*self.inner;
+        let period = inner.lease / 3;
+        loop {
+            tokio::select! {
+                biased;
+                outcome = &mut handler => return outcome,
+                () = tokio::time::sleep(period) => {
+                    let now_ms = inner.clock.now_ms();
+                    let until = after(now_ms, inner.lease);
+                    match inner.store.renew(&lease.record, &lease.token, now_ms, until).await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(tool = %call.tool, key = ?call.key, "idempotency lease lost: another call took the key over while this one still runs"),
+                        Err(error) => tracing::warn!(tool = %call.tool, key = ?call.key, %error, "idempotency lease not renewed: the store failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records a completed result. A store that keeps failing leaves the
+    /// record in progress: the key is then free once the lease is over, and
+    /// the result still reaches this caller.
+    async fn record(&self, call: &KeyedCall, lease: &mut Lease, result: &CallToolResult) {
+        let inner = &*self.inner;
+        let value = match serde_json::to_value(result) {
+            Ok(value) => value,
+            Err(error) => {
+                tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
+                lease.held = false;
+                return;
+            }
+        };
+        for attempt in 1..=defaults::COMPLETE_ATTEMPTS {
+            let now_ms = inner.clock.now_ms();
+            match inner
+                .store
+                .complete(&lease.record, &lease.token, &value, now_ms, inner.retention)
+                .await
+            {
+                Ok(true) => {
+                    tracing::debug!(tool = %call.tool, key = ?call.key, "keyed call completed and recorded");
+                    break;
+                }
+                Ok(false) => {
+                    tracing::warn!(tool = %call.tool, key = ?call.key, "keyed call completed but not recorded: its lease was taken over meanwhile");
+                    break;
+                }
+                Err(error) if attempt == defaults::COMPLETE_ATTEMPTS => {
+                    tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
+                }
+                Err(error) => {
+                    tracing::warn!(tool = %call.tool, key = ?call.key, %error, attempt, "recording a keyed call's result failed; trying again");
+                    tokio::time::sleep(defaults::WAIT_POLL_MIN * attempt).await;
+                }
+            }
+        }
+        // Whatever happened, the key must not be released now: the call ran.
+        lease.held = false;
+    }
+}
+
+/// The reservation of a running call. Dropped while still held (the
+/// handler panicked, or the call's future was dropped), it releases the
+/// key in a task of its own.
+struct Lease {
+    store: Arc<dyn IdempotencyStore>,
+    record: RecordKey,
+    token: String,
+    held: bool,
+}
+
+impl Lease {
+    async fn release(&mut self) {
+        self.held = false;
+        if let Err(error) = self.store.release(&self.record, &self.token).await {
+            tracing::warn!(record = %self.record, %error, "idempotency key not released: the store failed; it is free once the lease is over");
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let record = self.record.clone();
+        let token = std::mem::take(&mut self.token);
+        tracing::debug!(record = %record, "idempotency key released: the call stopped before it finished (panic or dropped)");
+        runtime.spawn(async move {
+            if let Err(error) = store.release(&record, &token).await {
+                tracing::warn!(record = %record, %error, "idempotency key not released: the store failed; it is free once the lease is over");
+            }
+        });
+    }
+}
+
+/// The recorded result, marked as replayed.
+fn replay(
+    call: &KeyedCall,
+    result: Value,
+    completed_ms: u64,
+) -> Result<CallToolResponse, ErrorData> {
+    let mut result: CallToolResult = serde_json::from_value(result).map_err(|error| {
+        store_failed(
+            call,
+            &StoreError::Corrupt {
+                key: call.record.to_string(),
+                detail: error.to_string(),
+            },
+        )
+    })?;
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.0.insert(
+        REPLAYED_META_KEY.to_owned(),
+        json!({ "key": call.key, "recordedMs": completed_ms }),
+    );
+    result.meta = Some(meta);
+    Ok(CallToolResponse::Complete(result))
+}
+
+fn refusal(
+    call: &KeyedCall,
+    code: i32,
+    reason: &str,
+    message: String,
+    retry_after_ms: Option<u64>,
+) -> ErrorData {
+    let mut data = json!({ "tool": call.tool, "idempotencyKey": call.key, "reason": reason });
+    if let Some(retry_after_ms) = retry_after_ms {
+        data["retryAfterMs"] = retry_after_ms.into();
+    }
+    ErrorData::new(ErrorCode(code), message, Some(data))
+}
+
+fn store_failed(call: &KeyedCall, error: &StoreError) -> ErrorData {
+    tracing::warn!(tool = %call.tool, key = ?call.key, %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
+    refusal(
+        call,
+        codes::STORE_FAILED,
+        "store",
+        format!("{error}, so `{}` was not run; retry later", call.tool),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,528 @@
+//! The rules of keyed calls, one test each, on the in-memory store with
+//! tokio's clock paused (time moves only when a test advances it).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, JsonObject};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn arguments(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments are an object, not {other}"),
+    }
+}
+
+/// A handler that counts its runs and answers `text`.
+#[derive(Clone, Default)]
+struct Counter(Arc<AtomicUsize>);
+
+impl Counter {
+    fn runs(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    async fn answer(&self, text: &str) -> Result<CallToolResponse, ErrorData> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+            ContentBlock::text(text),
+        ])))
+    }
+}
+
+fn complete(response: Result<CallToolResponse, ErrorData>) -> CallToolResult {
+    match response {
+        Ok(CallToolResponse::Complete(result)) => result,
+        other => panic!("expected a complete result, got {other:?}"),
+    }
+}
+
+fn refused(response: Result<CallToolResponse, ErrorData>) -> ErrorData {
+    match response {
+        Err(error) => error,
+        Ok(other) => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn call(idempotency: &Idempotency, args: Value) -> KeyedCall {
+    idempotency
+        .prepare("append", "request_id", Some(&arguments(args)), None)
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn same_key_and_arguments_replay_without_running() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let first = call(
+        &idempotency,
+        json!({"request_id": "k", "text": "hi", "n": 1}),
+    );
+    let result = complete(idempotency.run(&first, counter.answer("one")).await);
+    assert_eq!(text(&result), "one");
+    assert!(result.meta.is_none(), "a first run is not marked replayed");
+
+    // Key order and 1 against 1.0 do not make other arguments.
+    let again = call(
+        &idempotency,
+        json!({"n": 1.0, "text": "hi", "request_id": "k"}),
+    );
+    assert_eq!(again.arguments_digest(), first.arguments_digest());
+    let replayed = complete(idempotency.run(&again, counter.answer("two")).await);
+    assert_eq!(counter.runs(), 1);
+    assert_eq!(text(&replayed), "one");
+    let marker = &replayed.meta.unwrap().0[REPLAYED_META_KEY];
+    assert_eq!(marker["key"], "k");
+    assert!(marker["recordedMs"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_error_is_recorded_and_replayed_too() {
+    let idempotency = Idempotency::default();
+    let runs = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let failing = || async {
+        runs.0.fetch_add(1, Ordering::SeqCst);
+        Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+            ContentBlock::text("no such account"),
+        ])))
+    };
+    let first = complete(idempotency.run(&keyed, failing()).await);
+    let second = complete(idempotency.run(&keyed, failing()).await);
+    assert_eq!(runs.runs(), 1);
+    assert_eq!(first.is_error, Some(true));
+    assert_eq!(second.is_error, Some(true));
+    assert_eq!(text(&second), "no such account");
+}
+
+#[tokio::test(start_paused = true)]
+async fn same_key_other_arguments_is_a_conflict_and_never_runs() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let first = call(&idempotency, json!({"request_id": "k", "text": "hi"}));
+    complete(idempotency.run(&first, counter.answer("one")).await);
+    let other = call(&idempotency, json!({"request_id": "k", "text": "bye"}));
+    let error = refused(idempotency.run(&other, counter.answer("two")).await);
+    assert_eq!(counter.runs(), 1);
+    assert_eq!(error.code.0, codes::KEY_CONFLICT);
+    assert_eq!(
+        error.message,
+        "the idempotency key \"k\" of `append` was first used with other arguments: a key names \
+         one operation, so use a new key for new arguments"
+    );
+    assert_eq!(
+        error.data,
+        Some(json!({"tool": "append", "idempotencyKey": "k", "reason": "conflict"}))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_in_progress_is_refused_and_never_runs_twice() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let (release, gate) = tokio::sync::oneshot::channel::<()>();
+    let slow = {
+        let (idempotency, keyed, counter) = (idempotency.clone(), keyed.clone(), counter.clone());
+        tokio::spawn(async move {
+            let run = async {
+                gate.await.unwrap();
+                counter.answer("slow").await
+            };
+            idempotency.run(&keyed, run).await
+        })
+    };
+    tokio::task::yield_now().await;
+    let error = refused(idempotency.run(&keyed, counter.answer("fast")).await);
+    assert_eq!(error.code.0, codes::KEY_IN_PROGRESS);
+    assert_eq!(error.data.as_ref().unwrap()["reason"], "in_progress");
+    assert_eq!(error.data.as_ref().unwrap()["retryAfterMs"], 1_000);
+    // Another argument set is a conflict even while the first runs.
+    let other = call(&idempotency, json!({"request_id": "k", "x": 1}));
+    assert_eq!(
+        refused(idempotency.run(&other, counter.answer("other")).await)
+            .code
+            .0,
+        codes::KEY_CONFLICT
+    );
+    release.send(()).unwrap();
+    assert_eq!(text(&complete(slow.await.unwrap())), "slow");
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_a_key_in_progress_returns_the_first_result() {
+    let idempotency = Idempotency::builder()
+        .in_progress(InProgress::Wait(Duration::from_secs(5)))
+        .build();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let first = {
+        let (idempotency, keyed, counter) = (idempotency.clone(), keyed.clone(), counter.clone());
+        tokio::spawn(async move {
+            let run = async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                counter.answer("first").await
+            };
+            idempotency.run(&keyed, run).await
+        })
+    };
+    tokio::task::yield_now().await;
+    let waited = complete(idempotency.run(&keyed, counter.answer("second")).await);
+    assert_eq!(text(&waited), "first");
+    assert!(waited.meta.unwrap().0.contains_key(REPLAYED_META_KEY));
+    complete(first.await.unwrap());
+    assert_eq!(counter.runs(), 1);
+
+    // A wait is bounded: past it, the answer is "in progress".
+    let long = call(&idempotency, json!({"request_id": "long"}));
+    let _running = {
+        let (idempotency, long, counter) = (idempotency.clone(), long.clone(), counter.clone());
+        tokio::spawn(async move {
+            let run = async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                counter.answer("long").await
+            };
+            idempotency.run(&long, run).await
+        })
+    };
+    tokio::task::yield_now().await;
+    let started = tokio::time::Instant::now();
+    let error = refused(idempotency.run(&long, counter.answer("no")).await);
+    assert_eq!(error.code.0, codes::KEY_IN_PROGRESS);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(5) && waited < Duration::from_secs(6),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifty_concurrent_calls_with_one_key_run_once() {
+    for in_progress in [
+        InProgress::Refuse,
+        InProgress::Wait(Duration::from_secs(10)),
+    ] {
+        let idempotency = Idempotency::builder().in_progress(in_progress).build();
+        let counter = Counter::default();
+        let keyed = call(&idempotency, json!({"request_id": "k"}));
+        let calls: Vec<_> = (0..50)
+            .map(|_| {
+                let (idempotency, keyed, counter) =
+                    (idempotency.clone(), keyed.clone(), counter.clone());
+                tokio::spawn(async move {
+                    let run = async {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        counter.answer("once").await
+                    };
+                    idempotency.run(&keyed, run).await
+                })
+            })
+            .collect();
+        let mut results = 0;
+        let mut in_progress_refusals = 0;
+        for call in calls {
+            match call.await.unwrap() {
+                Ok(CallToolResponse::Complete(result)) => {
+                    assert_eq!(text(&result), "once");
+                    results += 1;
+                }
+                Err(error) if error.code.0 == codes::KEY_IN_PROGRESS => in_progress_refusals += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(counter.runs(), 1, "{in_progress:?}");
+        match in_progress {
+            InProgress::Refuse => assert_eq!((results, in_progress_refusals), (1, 49)),
+            InProgress::Wait(_) => assert_eq!((results, in_progress_refusals), (50, 0)),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_json_rpc_error_leaves_no_record() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let error = refused(
+        idempotency
+            .run(&keyed, async {
+                Err(ErrorData::invalid_params("no such note", None))
+            })
+            .await,
+    );
+    assert_eq!(error.message, "no such note");
+    assert_eq!(
+        text(&complete(
+            idempotency.run(&keyed, counter.answer("ran")).await
+        )),
+        "ran"
+    );
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_or_a_dropped_call_leaves_no_record() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let panicking = {
+        let (idempotency, keyed) = (idempotency.clone(), keyed.clone());
+        tokio::spawn(async move {
+            idempotency
+                .run(&keyed, async { panic!("the handler panicked") })
+                .await
+        })
+    };
+    assert!(panicking.await.unwrap_err().is_panic());
+    // The release runs in a task of its own.
+    tokio::task::yield_now().await;
+    assert_eq!(
+        text(&complete(
+            idempotency.run(&keyed, counter.answer("after panic")).await
+        )),
+        "after panic"
+    );
+
+    let dropped = call(&idempotency, json!({"request_id": "dropped"}));
+    let pending = idempotency.run(&dropped, std::future::pending());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(10), pending)
+            .await
+            .is_err()
+    );
+    tokio::task::yield_now().await;
+    assert_eq!(
+        text(&complete(
+            idempotency
+                .run(&dropped, counter.answer("after drop"))
+                .await
+        )),
+        "after drop"
+    );
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unfinished_calls_release_the_key() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let input_required: CallToolResponse =
+        serde_json::from_value::<rmcp::model::InputRequiredResult>(
+            json!({"resultType": "input_required", "inputRequests": {}}),
+        )
+        .map(CallToolResponse::InputRequired)
+        .unwrap();
+    let answer = idempotency.run(&keyed, async { Ok(input_required) }).await;
+    assert!(matches!(answer, Ok(CallToolResponse::InputRequired(_))));
+    complete(
+        idempotency
+            .run(&keyed, counter.answer("second round"))
+            .await,
+    );
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_are_one_to_255_characters_and_must_be_strings() {
+    let idempotency = Idempotency::default();
+    let prepare =
+        |args: Value| idempotency.prepare("append", "request_id", Some(&arguments(args)), None);
+    assert!(prepare(json!({"request_id": "k"})).is_ok());
+    // Characters, not bytes: 255 of a two-byte character is still a key.
+    assert!(prepare(json!({"request_id": "é".repeat(255)})).is_ok());
+    for (args, problem) in [
+        (json!({}), "is missing"),
+        (json!({"request_id": null}), "is missing"),
+        (json!({"request_id": ""}), "is empty"),
+        (json!({"request_id": 7}), "is not a string"),
+        (
+            json!({"request_id": "k".repeat(256)}),
+            "is longer than 255 characters",
+        ),
+    ] {
+        let error = prepare(args).unwrap_err();
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert_eq!(
+            error.message,
+            format!(
+                "the idempotency key `request_id` of `append` {problem}: send a string of 1 to \
+                 255 characters that names this operation, and the same one on every resend"
+            )
+        );
+    }
+    assert!(
+        idempotency
+            .prepare("append", "request_id", None, None)
+            .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_key_counts_as_new() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    complete(idempotency.run(&keyed, counter.answer("day one")).await);
+    tokio::time::advance(defaults::RETENTION - Duration::from_millis(1)).await;
+    assert_eq!(
+        text(&complete(
+            idempotency.run(&keyed, counter.answer("no")).await
+        )),
+        "day one"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(
+        text(&complete(
+            idempotency.run(&keyed, counter.answer("day two")).await
+        )),
+        "day two"
+    );
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_callers_lease_is_taken_over_once_it_is_over() {
+    let idempotency = Idempotency::builder().lease(Duration::from_secs(3)).build();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    // A process that died mid-call left its record in progress.
+    let now_ms = TokioClock::new().now_ms();
+    let dead = Claim {
+        arguments: keyed.arguments_digest().to_owned(),
+        token: "dead".to_owned(),
+        now_ms,
+        lease_until_ms: now_ms + 3_000,
+        retention: defaults::RETENTION,
+    };
+    idempotency
+        .store()
+        .reserve(keyed.record_key(), &dead)
+        .await
+        .unwrap();
+    let error = refused(idempotency.run(&keyed, counter.answer("too soon")).await);
+    assert_eq!(error.code.0, codes::KEY_IN_PROGRESS);
+    tokio::time::advance(Duration::from_secs(3)).await;
+    assert_eq!(
+        text(&complete(
+            idempotency.run(&keyed, counter.answer("taken over")).await
+        )),
+        "taken over"
+    );
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_call_renews_its_lease() {
+    let idempotency = Idempotency::builder().lease(Duration::from_secs(3)).build();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let long = {
+        let (idempotency, keyed, counter) = (idempotency.clone(), keyed.clone(), counter.clone());
+        tokio::spawn(async move {
+            let run = async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                counter.answer("long").await
+            };
+            idempotency.run(&keyed, run).await
+        })
+    };
+    // Ten leases later the first call still holds the key.
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    let error = refused(idempotency.run(&keyed, counter.answer("second")).await);
+    assert_eq!(error.code.0, codes::KEY_IN_PROGRESS);
+    complete(long.await.unwrap());
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn callers_in_other_scopes_do_not_share_keys() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    let args = arguments(json!({"request_id": "k"}));
+    for caller in ["alice", "bob"] {
+        let keyed = idempotency
+            .prepare("append", "request_id", Some(&args), Some(caller))
+            .unwrap();
+        assert_eq!(
+            text(&complete(
+                idempotency.run(&keyed, counter.answer(caller)).await
+            )),
+            caller
+        );
+    }
+    assert_eq!(counter.runs(), 2);
+}
+
+/// A store that cannot be reached.
+#[derive(Debug)]
+struct DeadStore;
+
+#[async_trait]
+impl IdempotencyStore for DeadStore {
+    async fn reserve(&self, _: &RecordKey, _: &Claim) -> Result<Reservation, StoreError> {
+        Err(StoreError::unavailable("connection refused"))
+    }
+    async fn renew(&self, _: &RecordKey, _: &str, _: u64, _: u64) -> Result<bool, StoreError> {
+        Err(StoreError::unavailable("connection refused"))
+    }
+    async fn complete(
+        &self,
+        _: &RecordKey,
+        _: &str,
+        _: &Value,
+        _: u64,
+        _: Duration,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::unavailable("connection refused"))
+    }
+    async fn release(&self, _: &RecordKey, _: &str) -> Result<bool, StoreError> {
+        Err(StoreError::unavailable("connection refused"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_store_refuses_the_call_without_running_it() {
+    let idempotency = Idempotency::builder().store(DeadStore).build();
+    let counter = Counter::default();
+    let keyed = call(&idempotency, json!({"request_id": "k"}));
+    let error = refused(idempotency.run(&keyed, counter.answer("no")).await);
+    assert_eq!(counter.runs(), 0);
+    assert_eq!(error.code.0, codes::STORE_FAILED);
+    assert_eq!(
+        error.message,
+        "the idempotency store failed: connection refused, so `append` was not run; retry later"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_store_refuses_new_keys_without_running_them() {
+    let idempotency = Idempotency::builder()
+        .store(MemoryStore::with_capacity(1))
+        .build();
+    let counter = Counter::default();
+    let first = call(&idempotency, json!({"request_id": "a"}));
+    let _running = {
+        let (idempotency, first) = (idempotency.clone(), first.clone());
+        tokio::spawn(async move { idempotency.run(&first, std::future::pending()).await })
+    };
+    tokio::task::yield_now().await;
+    let second = call(&idempotency, json!({"request_id": "b"}));
+    let error = refused(idempotency.run(&second, counter.answer("no")).await);
+    assert_eq!(error.code.0, codes::STORE_FAILED);
+    assert_eq!(counter.runs(), 0);
+}

@@ -1,0 +1,495 @@
+//! The replay-safe client against a real rmcp server in the same process
+//! (over a `tokio::io::duplex` pair, rmcp's own transports on both sides),
+//! with tokio's clock paused: a handler that sleeps past the client's
+//! timeout is a response lost after the call ran, at no cost in time.
+//!
+//! The same rules across real processes and a fault-injecting proxy are in
+//! the `mcp-hints-faults` package.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_hints::client::{CallError, Lost, Outcome, ReplaySafeClient, ToolCall};
+use mcp_hints::idempotency::{Idempotency, IdempotentServer, codes};
+use mcp_hints::policy::{Decision, Trust};
+use mcp_hints::rmcp::handler::server::router::tool::ToolRouter;
+use mcp_hints::rmcp::handler::server::wrapper::Parameters;
+use mcp_hints::rmcp::service::RunningService;
+use mcp_hints::rmcp::{ErrorData, RoleClient, ServerHandler, ServiceExt};
+use mcp_hints::{tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// What the test can see of the server across restarts.
+#[derive(Clone, Default)]
+struct World {
+    /// Finished runs per tool.
+    runs: Arc<Mutex<HashMap<String, usize>>>,
+    /// The next this many calls sleep past the client's timeout after
+    /// doing their work.
+    slow: Arc<AtomicUsize>,
+    /// The next this many calls end their server after doing their work.
+    deadly: Arc<AtomicUsize>,
+    idempotency: Idempotency,
+}
+
+impl World {
+    fn runs(&self, tool: &str) -> usize {
+        self.runs.lock().unwrap().get(tool).copied().unwrap_or(0)
+    }
+}
+
+fn take(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+#[derive(Clone)]
+struct Server {
+    world: World,
+    /// Notified to end this server's session, as a crash would.
+    die: Arc<Notify>,
+    /// Serve `read` with another description (a changed tool).
+    changed: bool,
+}
+
+impl IdempotentServer for Server {
+    fn idempotency(&self) -> &Idempotency {
+        &self.world.idempotency
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct KeyedText {
+    /// The same on every resend.
+    #[allow(dead_code)]
+    request_id: String,
+    text: String,
+}
+
+#[tool_router(closed_world)]
+impl Server {
+    /// Read.
+    #[tool(read_only)]
+    async fn read(&self) -> String {
+        self.work("read").await
+    }
+
+    /// Set.
+    #[tool(destructive, idempotent)]
+    async fn set(&self, Parameters(Text { text }): Parameters<Text>) -> String {
+        self.work(&format!("set {text}")).await
+    }
+
+    /// Append.
+    #[tool(additive, non_idempotent)]
+    async fn append(&self, Parameters(Text { text }): Parameters<Text>) -> String {
+        self.work(&format!("append {text}")).await
+    }
+
+    /// Append once per key.
+    #[tool(additive, idempotency_key = "request_id")]
+    async fn append_keyed(
+        &self,
+        Parameters(KeyedText { text, .. }): Parameters<KeyedText>,
+    ) -> String {
+        self.work(&format!("append_keyed {text}")).await
+    }
+
+    /// Refuses.
+    #[tool(read_only)]
+    async fn refuse(&self) -> Result<String, ErrorData> {
+        Err(ErrorData::invalid_params("refused on purpose", None))
+    }
+}
+
+impl Server {
+    async fn work(&self, what: &str) -> String {
+        let tool = what.split(' ').next().unwrap().to_owned();
+        let n = {
+            let mut runs = self.world.runs.lock().unwrap();
+            let n = runs.entry(tool).or_default();
+            *n += 1;
+            *n
+        };
+        if take(&self.world.deadly) {
+            self.die.notify_one();
+            std::future::pending::<()>().await;
+        }
+        if take(&self.world.slow) {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        format!("{what} #{n}")
+    }
+
+    fn router(&self) -> ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        if self.changed
+            && let Some(route) = router.map.get_mut("read")
+        {
+            route.attr.description = Some("Read, differently.".into());
+        }
+        router
+    }
+}
+
+#[tool_handler(router = self.router())]
+impl ServerHandler for Server {}
+
+/// A connection to a new server of `world`, as a restarted process would
+/// be; `changed` serves a changed `read`.
+async fn connect(
+    world: World,
+    changed: bool,
+) -> Result<RunningService<RoleClient, ()>, std::io::Error> {
+    // client <-> relay <-> server: a crash drops the relay's ends, so the
+    // client sees its transport close at once, as with a dead process.
+    let (client_io, mut relay_client) = tokio::io::duplex(64 * 1024);
+    let (mut relay_server, server_io) = tokio::io::duplex(64 * 1024);
+    let die = Arc::new(Notify::new());
+    let server = Server {
+        world,
+        die: die.clone(),
+        changed,
+    };
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut relay_client, &mut relay_server) => {}
+            () = die.notified() => {}
+        }
+    });
+    ().serve(client_io)
+        .await
+        .map_err(|error| std::io::Error::other(error.to_string()))
+}
+
+/// A client of `world` (restarted with `changed` after its first server
+/// dies), trusted or not, with a 1-second timeout.
+async fn client(world: &World, trust: Trust, changed_after_restart: bool) -> ReplaySafeClient {
+    let starts = Arc::new(AtomicUsize::new(0));
+    let world = world.clone();
+    ReplaySafeClient::builder()
+        .trust(trust)
+        .call_timeout(Duration::from_secs(1))
+        .in_progress_wait(Duration::from_secs(10))
+        .connect(move || {
+            let first = starts.fetch_add(1, Ordering::SeqCst) == 0;
+            connect(world.clone(), changed_after_restart && !first)
+        })
+        .await
+        .unwrap()
+}
+
+fn text(outcome: Outcome) -> (String, u32) {
+    let done = outcome.completed().expect("the call completed");
+    let text = serde_json::to_value(&done.result.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (text, done.attempts)
+}
+
+fn lost(outcome: Outcome) -> mcp_hints::client::DeliveryUnknown {
+    match outcome {
+        Outcome::DeliveryUnknown(lost) => lost,
+        Outcome::Completed(done) => panic!("expected delivery unknown, got {:?}", done.result),
+    }
+}
+
+fn append(text: &str) -> ToolCall {
+    ToolCall::new("append").argument("text", json!(text))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_succeeds_is_sent_once() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    assert_eq!(
+        text(client.call_tool(append("a")).await.unwrap()),
+        ("append a #1".to_owned(), 1)
+    );
+    assert_eq!(client.tools().await.tools.len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_non_idempotent_write_runs_at_most_once_and_is_not_resent() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    world.slow.store(1, Ordering::SeqCst);
+    let lost = lost(client.call_tool(append("a")).await.unwrap());
+    assert_eq!(world.runs("append"), 1);
+    assert_eq!(lost.attempts, 1);
+    assert_eq!(lost.tool, "append");
+    assert_eq!(lost.arguments["text"], "a");
+    assert!(matches!(lost.last_error, Lost::Timeout(timeout) if timeout == Duration::from_secs(1)));
+    assert_eq!(lost.verdict.decision, Decision::ReadBackFirst);
+    assert_eq!(
+        lost.to_string(),
+        "delivery of `append` is unknown after 1 attempt (no response within 1s): it is not \
+         resent; destructiveHint is false (declared) but idempotentHint is false (declared): the \
+         write only adds, so a resend duplicates it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_reads_and_idempotent_writes_are_resent_with_a_new_request() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    world.slow.store(1, Ordering::SeqCst);
+    assert_eq!(
+        text(client.call_tool(ToolCall::new("read")).await.unwrap()),
+        ("read #2".to_owned(), 2)
+    );
+    world.slow.store(2, Ordering::SeqCst);
+    let set = ToolCall::new("set").argument("text", json!("x"));
+    assert_eq!(
+        text(client.call_tool(set).await.unwrap()),
+        ("set x #3".to_owned(), 3)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_keyed_write_is_resent_with_its_key_and_runs_once() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    world.slow.store(1, Ordering::SeqCst);
+    let call = ToolCall::new("append_keyed").argument("text", json!("a"));
+    let outcome = client.call_tool(call).await.unwrap();
+    let done = outcome.completed().unwrap();
+    assert_eq!(world.runs("append_keyed"), 1);
+    // The first attempt timed out, the next ones found it in progress
+    // until the recorded result came back.
+    assert!(done.attempts >= 3, "{}", done.attempts);
+    assert!(done.replayed());
+    let key = done.idempotency_key.unwrap();
+    assert_eq!(uuid_version(&key), 4);
+}
+
+fn uuid_version(key: &str) -> usize {
+    // xxxxxxxx-xxxx-Mxxx-...: M is the version.
+    key.chars().nth(14).unwrap().to_digit(16).unwrap() as usize
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_untrusted_server_is_never_resent_to_whatever_it_declares() {
+    let world = World::default();
+    let client = client(&world, Trust::Untrusted, false).await;
+    for call in [
+        ToolCall::new("read"),
+        ToolCall::new("set").argument("text", json!("x")),
+        ToolCall::new("append_keyed").argument("text", json!("a")),
+    ] {
+        world.slow.store(1, Ordering::SeqCst);
+        let lost = lost(client.call_tool(call).await.unwrap());
+        assert_eq!(lost.attempts, 1);
+        assert!(
+            lost.verdict.reason.contains("not trusted"),
+            "{}",
+            lost.verdict.reason
+        );
+    }
+    assert_eq!(
+        (
+            world.runs("read"),
+            world.runs("set"),
+            world.runs("append_keyed")
+        ),
+        (1, 1, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_are_bounded() {
+    let world = World::default();
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .call_timeout(Duration::from_secs(1))
+        .max_attempts(4)
+        .serve(connect(world.clone(), false).await.unwrap())
+        .await
+        .unwrap();
+    world.slow.store(10, Ordering::SeqCst);
+    let lost = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!((lost.attempts, world.runs("read")), (4, 4));
+    assert_eq!(lost.stopped, "all 4 attempts were made");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_retry_budget_gives_delivery_unknown_not_a_resend() {
+    let world = World::default();
+    // No resends per second beyond 0 % of the calls made.
+    let budget = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 0, 0.0);
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .call_timeout(Duration::from_secs(1))
+        .retry_budget(budget)
+        .serve(connect(world.clone(), false).await.unwrap())
+        .await
+        .unwrap();
+    world.slow.store(1, Ordering::SeqCst);
+    let lost = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!((lost.attempts, world.runs("read")), (1, 1));
+    assert_eq!(lost.stopped, "the session's retry budget is spent");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_is_shared_by_the_whole_session() {
+    let world = World::default();
+    // 20 % of the calls may be resent: 10 calls earn 2 resends.
+    let budget = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 0, 0.2);
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .call_timeout(Duration::from_secs(1))
+        .retry_budget(budget)
+        .serve(connect(world.clone(), false).await.unwrap())
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        client.call_tool(ToolCall::new("read")).await.unwrap();
+    }
+    world.slow.store(10, Ordering::SeqCst);
+    // Eleven calls deposited 2.2 resends: this call used two of them.
+    let first = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!(first.stopped, "all 3 attempts were made");
+    assert_eq!(first.attempts, 3);
+    // 0.4 is left, with the next call's deposit: not enough for a resend.
+    let second = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!(second.stopped, "the session's retry budget is spent");
+    assert_eq!(second.attempts, 1);
+    assert_eq!(world.runs("read"), 10 + 3 + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_tools_are_refused_without_a_call() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    let error = client.call_tool(ToolCall::new("nope")).await.unwrap_err();
+    assert!(matches!(error, CallError::UnknownTool { .. }));
+    assert_eq!(
+        error.to_string(),
+        "`nope` is not in the server's tools/list: unknown tool"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_json_rpc_error_is_a_known_answer() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    let error = client.call_tool(ToolCall::new("refuse")).await.unwrap_err();
+    let CallError::Rejected {
+        error, attempts, ..
+    } = error
+    else {
+        panic!("expected a refusal, got {error:?}");
+    };
+    assert_eq!(
+        (error.message.as_ref(), attempts),
+        ("refused on purpose", 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_key_with_other_arguments_is_refused() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    let call = |text: &str| {
+        ToolCall::new("append_keyed")
+            .argument("text", json!(text))
+            .idempotency_key("k-1")
+    };
+    client
+        .call_tool(call("a"))
+        .await
+        .unwrap()
+        .completed()
+        .unwrap();
+    let replay = client
+        .call_tool(call("a"))
+        .await
+        .unwrap()
+        .completed()
+        .unwrap();
+    assert!(replay.replayed());
+    let error = client.call_tool(call("b")).await.unwrap_err();
+    let CallError::Rejected { error, .. } = error else {
+        panic!("expected a refusal, got {error:?}");
+    };
+    assert_eq!(error.code.0, codes::KEY_CONFLICT);
+    assert_eq!(world.runs("append_keyed"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_call_is_kept_as_in_doubt() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    world.slow.store(1, Ordering::SeqCst);
+    let call = client.call_tool(append("a"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), call)
+            .await
+            .is_err()
+    );
+    let in_doubt = client.take_in_doubt();
+    assert_eq!(in_doubt.len(), 1);
+    assert_eq!(in_doubt[0].tool, "append");
+    assert!(matches!(in_doubt[0].last_error, Lost::Dropped));
+    assert!(client.take_in_doubt().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_server_is_started_again_before_a_resend() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    world.deadly.store(1, Ordering::SeqCst);
+    let set = ToolCall::new("set").argument("text", json!("x"));
+    assert_eq!(
+        text(client.call_tool(set).await.unwrap()),
+        ("set x #2".to_owned(), 2)
+    );
+    assert_eq!(client.restarts().await, 1);
+
+    // A non-idempotent write that died with its server is not resent, and
+    // the next call finds a server started again.
+    world.deadly.store(1, Ordering::SeqCst);
+    let lost = lost(client.call_tool(append("a")).await.unwrap());
+    assert!(
+        matches!(lost.last_error, Lost::TransportClosed),
+        "{:?}",
+        lost.last_error
+    );
+    assert_eq!(world.runs("append"), 1);
+    assert_eq!(
+        text(client.call_tool(append("b")).await.unwrap()),
+        ("append b #2".to_owned(), 1)
+    );
+    assert_eq!(client.restarts().await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_changed_across_a_restart_is_not_resent() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, true).await;
+    world.deadly.store(1, Ordering::SeqCst);
+    let lost = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!(world.runs("read"), 1);
+    assert_eq!(
+        lost.stopped,
+        "after the server restarted, `read` is defined differently (description), so the call is \
+         not resent"
+    );
+}
