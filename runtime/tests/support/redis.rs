@@ -27,6 +27,7 @@ const START_ATTEMPTS: usize = 5;
 pub struct RedisServer {
     child: Child,
     port: u16,
+    log: PathBuf,
 }
 
 impl RedisServer {
@@ -57,7 +58,6 @@ impl RedisServer {
     pub fn start_on(port: u16) -> Result<RedisServer, String> {
         let binary = redis_server_binary();
         let log = log_file(port);
-        let _ = std::fs::remove_file(&log);
         let child = Command::new(binary)
             .args(["--port", &port.to_string()])
             .args(["--bind", "127.0.0.1"])
@@ -71,7 +71,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
-        let mut server = RedisServer { child, port };
+        let mut server = RedisServer { child, port, log };
         server.wait_ready()?;
         Ok(server)
     }
@@ -108,12 +108,22 @@ impl RedisServer {
         loop {
             if let Some(status) = self.child.try_wait().map_err(|error| error.to_string())? {
                 // The last lines of its log say why it stopped.
-                let log = std::fs::read_to_string(log_file(self.port)).unwrap_or_default();
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 let last: Vec<&str> = log.lines().rev().take(3).collect();
                 return Err(format!("exited with {status}: {}", last.join(" / ")));
             }
             if ping(self.port) {
-                return Ok(());
+                // Another test's server may hold the port while ours fails
+                // to bind it: only our own process will do.
+                return match process_id(self.port) {
+                    Some(pid) if pid == self.child.id() => Ok(()),
+                    other => {
+                        self.kill();
+                        Err(format!(
+                            "the port answers for another redis-server (process {other:?})"
+                        ))
+                    }
+                };
             }
             if Instant::now() >= deadline {
                 self.kill();
@@ -129,14 +139,20 @@ impl Drop for RedisServer {
         self.kill();
         // Keep the log of a failed test; drop the rest.
         if !std::thread::panicking() {
-            let _ = std::fs::remove_file(log_file(self.port));
+            let _ = std::fs::remove_file(&self.log);
         }
     }
 }
 
-/// Where the server on `port` logs.
+/// Where a new server on `port` logs: a file of its own, even when two
+/// tests try one port.
 fn log_file(port: u16) -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("redis-server-{port}.log"))
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "redis-server-{port}-{}-{start}.log",
+        std::process::id()
+    ))
 }
 
 /// A URL where nothing listens: a free loopback port, closed again.
@@ -163,6 +179,34 @@ fn ping(port: u16) -> bool {
         Ok(&answer == b"+PONG\r\n")
     };
     attempt().unwrap_or(false)
+}
+
+/// The process id the Redis on `port` reports in `INFO server`.
+fn process_id(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    // A bulk string: `$<length>\r\n<text>\r\n`.
+    let mut reply = Vec::new();
+    let mut chunk = [0; 4096];
+    loop {
+        let read = stream.read(&mut chunk).ok()?;
+        if read == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&reply);
+        let Some((head, body)) = text.split_once("\r\n") else {
+            continue;
+        };
+        let length: usize = head.strip_prefix('$')?.parse().ok()?;
+        if body.len() >= length {
+            return body
+                .lines()
+                .find_map(|line| line.strip_prefix("process_id:"))
+                .and_then(|pid| pid.trim().parse().ok());
+        }
+    }
 }
 
 /// The `redis-server` binary, installed first when it is missing.
