@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `list_notes` | `read_only` | resend |
 //! | `append_note` | `additive, non_idempotent` | read back first: a resend adds the note twice |
+//! | `add_note` | `additive, idempotency_key = "request_id"` | resend with the same `request_id`: the server adds the note once |
 //! | `update_note` | `destructive, idempotent` | resend: the same text again changes nothing |
 //! | `delete_note` | `destructive, idempotent` | resend: deleting twice has no further effect |
 //! | `forecast` | `read_only, open_world` | resend |
@@ -20,8 +21,11 @@
 //! `http://127.0.0.1:8080/mcp` (port 0 picks a free port) and prints, on
 //! stderr, `notes: serving MCP over streamable HTTP at http://ADDR/mcp` with
 //! the bound address; every HTTP session shares one notebook. `--page-size N`
-//! serves `tools/list` N tools per page (0, the default: one page). Ctrl-C or
-//! SIGTERM stops either.
+//! serves `tools/list` N tools per page (0, the default: one page).
+//! `--store` says where `add_note` keeps its idempotency records: `memory`
+//! (the default), `redb:PATH` (a file that survives a restart) or a
+//! `redis://` URL (shared by several replicas). Ctrl-C or SIGTERM stops
+//! either.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -29,6 +33,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use clap::Parser;
+use mcp_hints::idempotency::{Idempotency, IdempotentServer, RedbStore, RedisStore};
 use mcp_hints::{tool, tool_handler, tool_router};
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -44,6 +49,14 @@ pub struct Notes {
     book: Arc<Mutex<Book>>,
     /// Tools per `tools/list` page; 0 is one page of everything.
     page_size: usize,
+    /// Where `add_note` records what each `request_id` did.
+    idempotency: Idempotency,
+}
+
+impl IdempotentServer for Notes {
+    fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
+    }
 }
 
 #[derive(Default)]
@@ -68,6 +81,15 @@ pub struct NoteList {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct NewNote {
+    /// The text of the note; not empty.
+    pub text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct KeyedNote {
+    /// Names this addition: any string of 1 to 255 characters, new for
+    /// each note, and the same when resending it after a timeout.
+    pub request_id: String,
     /// The text of the note; not empty.
     pub text: String,
 }
@@ -123,6 +145,16 @@ impl Notes {
         };
         book.notes.insert(note.id, note.clone());
         Ok(Json(note))
+    }
+
+    /// Add a note once per `request_id`: a resend with the same
+    /// `request_id` returns the note added the first time.
+    #[tool(additive, idempotency_key = "request_id", title = "Add a note once")]
+    async fn add_note(
+        &self,
+        Parameters(KeyedNote { text, .. }): Parameters<KeyedNote>,
+    ) -> Result<Json<Note>, String> {
+        self.append_note(Parameters(NewNote { text })).await
     }
 
     /// Replace the text of a note; repeating it leaves the same text.
@@ -207,6 +239,11 @@ struct Args {
     /// Tools per `tools/list` page; 0 lists every tool on one page.
     #[arg(long, default_value_t = 0, value_name = "N")]
     page_size: usize,
+    /// Where `add_note` keeps its idempotency records: `memory`,
+    /// `redb:PATH` (survives a restart) or a `redis://` URL (shared by
+    /// replicas).
+    #[arg(long, default_value = "memory", value_name = "STORE")]
+    store: String,
     /// Serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio,
     /// e.g. 127.0.0.1:8080 (port 0 picks a free port; the address is printed
     /// on stderr). Only requests whose Host is a loopback name are served.
@@ -216,10 +253,6 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let notes = Notes {
-        page_size: args.page_size,
-        ..Notes::default()
-    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -228,6 +261,11 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
+        let notes = Notes {
+            page_size: args.page_size,
+            idempotency: idempotency(&args.store).await?,
+            ..Notes::default()
+        };
         match &args.http {
             Some(address) => serve_http(notes, address).await,
             None => serve_stdio(notes).await,
@@ -242,6 +280,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The idempotency layer over the store `--store` names.
+async fn idempotency(store: &str) -> Result<Idempotency, Box<dyn Error>> {
+    let builder = Idempotency::builder();
+    let builder = if store == "memory" {
+        builder
+    } else if let Some(path) = store.strip_prefix("redb:") {
+        builder.store(RedbStore::open(path).map_err(|error| format!("--store {store}: {error}"))?)
+    } else if store.starts_with("redis://") || store.starts_with("rediss://") {
+        let redis = RedisStore::connect(store)
+            .await
+            .map_err(|error| format!("--store {store}: {error}"))?;
+        builder.store(redis)
+    } else {
+        return Err(format!(
+            "--store takes `memory`, `redb:PATH` or a `redis://` URL, not {store:?}"
+        )
+        .into());
+    };
+    Ok(builder.build())
 }
 
 /// Serves one session on stdin/stdout until the client closes it or a

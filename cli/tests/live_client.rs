@@ -56,7 +56,8 @@ async fn connect_err(target: &LiveTarget, options: &LiveOptions) -> LiveError {
     }
 }
 
-const NOTES_TOOLS: [&str; 5] = [
+const NOTES_TOOLS: [&str; 6] = [
+    "add_note",
     "append_note",
     "delete_note",
     "forecast",
@@ -87,7 +88,7 @@ fn assert_notes_tools(page: &Value) {
 }
 
 #[tokio::test]
-async fn notes_over_stdio_initializes_and_lists_its_five_tools() {
+async fn notes_over_stdio_initializes_and_lists_its_six_tools() {
     let target = LiveTarget::Command {
         program: notes_server().into(),
         args: Vec::new(),
@@ -780,7 +781,7 @@ async fn http_error_statuses_content_types_and_short_streams_are_named() {
 
 #[tokio::test]
 
-async fn notes_over_streamable_http_lists_its_five_tools() {
+async fn notes_over_streamable_http_lists_its_six_tools() {
     let port = {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         listener.local_addr().unwrap().port()

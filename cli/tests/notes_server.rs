@@ -21,6 +21,7 @@ fn audit(args: &[&str]) -> (i32, Vec<(String, String)>, Value) {
 
 fn expected() -> Vec<(String, String)> {
     [
+        ("add_note", "resend"),
         ("append_note", "read_back_first"),
         ("delete_note", "resend"),
         ("forecast", "resend"),
@@ -63,7 +64,13 @@ fn audit_over_stdio_follows_every_page() {
             );
         }
     }
-    let append = &report["tools"][0];
+    let add = &report["tools"][0];
+    assert_eq!(
+        add["reason"],
+        "the tool is keyed by its argument `request_id`: a resend with the same key is \
+         recognised by the server and not run again; resend the same arguments, key included"
+    );
+    let append = &report["tools"][1];
     assert_eq!(
         append["reason"],
         "destructiveHint is false (declared) but idempotentHint is false (declared): the write \
@@ -78,7 +85,7 @@ fn the_example_server_is_lint_clean_and_pins() {
     let output = mcp_hints(&["lint", "--deny", "--", server, "--page-size", "2"]);
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "no findings in 5 tools\n"
+        "no findings in 6 tools\n"
     );
     assert_eq!(output.status.code(), Some(0));
     // read_only emits destructiveHint false and idempotentHint true on
@@ -166,9 +173,9 @@ fn audit_over_streamable_http_follows_every_page() {
 
     let text = mcp_hints(&["audit", "--trusted", "--url", &server.url]);
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.contains("5 tools in 3 pages"), "{text}");
+    assert!(text.contains("6 tools in 3 pages"), "{text}");
     assert!(
-        text.ends_with("5 tools: 4 resend, 1 read back first\n"),
+        text.ends_with("6 tools: 5 resend, 1 read back first\n"),
         "{text}"
     );
 }

@@ -22,8 +22,9 @@
 //! let client = ReplaySafeClient::builder()
 //!     .trust(Trust::Trusted) // only for a server you vetted
 //!     .connect(|| async {
-//!         let command = tokio::process::Command::new("notes");
-//!         ().serve(TokioChildProcess::new(command)?).await.map_err(Into::into)
+//!         // Called again whenever the server died, before a resend.
+//!         let transport = TokioChildProcess::new(tokio::process::Command::new("notes"))?;
+//!         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(().serve(transport).await?)
 //!     })
 //!     .await?;
 //! let call = ToolCall::new("append_note").argument("text", json!("buy milk"));
@@ -157,7 +158,8 @@ impl Outcome {
 pub struct Completed {
     /// The `tools/call` result.
     pub result: CallToolResult,
-    /// Attempts made, the first included.
+    /// Requests sent for the call, the first included: resends, and asks
+    /// of a server that had the keyed call in progress.
     pub attempts: u32,
     /// The idempotency key every attempt carried, for a keyed tool.
     pub idempotency_key: Option<String>,
@@ -187,7 +189,8 @@ pub struct DeliveryUnknown {
     pub arguments: JsonObject,
     /// The idempotency key, for a keyed tool.
     pub idempotency_key: Option<String>,
-    /// Attempts made, the first included.
+    /// Requests sent for the call, the first included (as
+    /// [`Completed::attempts`] counts them).
     pub attempts: u32,
     /// Why the last attempt's answer is missing.
     pub last_error: Lost,
@@ -384,7 +387,9 @@ impl ReplaySafeClientBuilder {
     /// How long a keyed call keeps asking a server that answers "in
     /// progress" ([`codes::KEY_IN_PROGRESS`]: the first attempt still runs)
     /// before it ends with its delivery unknown (default: the call timeout).
-    /// These asks are not attempts: they cannot run the tool.
+    /// These asks cannot run the tool, so they spend neither
+    /// [`max_attempts`](Self::max_attempts) nor the retry budget (they are
+    /// counted in [`Completed::attempts`], which counts requests).
     pub fn in_progress_wait(mut self, wait: Duration) -> Self {
         self.in_progress_wait = Some(wait);
         self
@@ -589,6 +594,24 @@ impl ReplaySafeClient {
     /// attempt could be sent, or the answer was not a `tools/call` result.
     /// A lost response is not an error but [`Outcome::DeliveryUnknown`].
     pub async fn call_tool(&self, call: ToolCall) -> Result<Outcome, CallError> {
+        let mut doubt = InDoubt {
+            list: self.in_doubt.clone(),
+            call: None,
+        };
+        let outcome = self.call_tool_in(call, &mut doubt).await;
+        // An outcome reached the caller: nothing is left in doubt.
+        doubt.call = None;
+        outcome
+    }
+
+    /// [`call_tool`](Self::call_tool), keeping `doubt` armed while an
+    /// attempt may have reached the server, so that dropping the call then
+    /// leaves it in [`take_in_doubt`](Self::take_in_doubt).
+    async fn call_tool_in(
+        &self,
+        call: ToolCall,
+        doubt: &mut InDoubt,
+    ) -> Result<Outcome, CallError> {
         // A transport that closed since the last call is made again first,
         // so the call is judged against the list of the server it goes to.
         let seen = self.session.read().await.generation;
@@ -625,7 +648,7 @@ impl ReplaySafeClient {
         let mut backoff = self.options.backoff.build();
         loop {
             tries.attempts += 1;
-            let attempt = self.attempt(connection.peer(), &tries).await;
+            let attempt = self.attempt(connection.peer(), &tries, doubt).await;
             let closed = matches!(
                 attempt,
                 Attempt::Lost(Lost::TransportClosed) | Attempt::NotSent(_)
@@ -687,6 +710,8 @@ impl ReplaySafeClient {
                     if !resend {
                         return tries.give_up("it is not resent".to_owned());
                     }
+                    // Dropped while pausing or resending, it stays in doubt.
+                    doubt.call = Some(tries.in_doubt());
                     None
                 }
             };
@@ -720,7 +745,12 @@ impl ReplaySafeClient {
     }
 
     /// One attempt: sends the request and waits for its answer.
-    async fn attempt(&self, peer: &Peer<RoleClient>, tries: &Tries) -> Attempt {
+    async fn attempt(
+        &self,
+        peer: &Peer<RoleClient>,
+        tries: &Tries,
+        doubt: &mut InDoubt,
+    ) -> Attempt {
         let params =
             CallToolRequestParams::new(tries.tool.clone()).with_arguments(tries.arguments.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -730,20 +760,10 @@ impl ReplaySafeClient {
             // Refused before it was handed to the transport.
             Err(error) => return Attempt::NotSent(Box::new(error)),
         };
-        let mut in_doubt = InDoubt {
-            list: self.in_doubt.clone(),
-            call: Some(DeliveryUnknown {
-                tool: tries.tool.clone(),
-                arguments: tries.arguments.clone(),
-                idempotency_key: tries.key.clone(),
-                attempts: tries.attempts,
-                last_error: Lost::Dropped,
-                verdict: tries.verdict.clone(),
-                stopped: "the caller stopped waiting".to_owned(),
-            }),
-        };
+        let earlier = doubt.call.replace(tries.in_doubt());
         let answer = handle.await_response().await;
-        in_doubt.call = None;
+        // An earlier lost attempt keeps the call in doubt; this one is over.
+        doubt.call = earlier;
         match answer {
             Ok(ServerResult::CallToolResult(result)) => Attempt::Answered(result),
             Ok(ServerResult::InputRequiredResult(_)) => Attempt::Unsupported("input_required"),
@@ -853,6 +873,20 @@ struct Tries {
 }
 
 impl Tries {
+    /// The call as it stands, for the in-doubt list should the caller drop
+    /// it now.
+    fn in_doubt(&self) -> DeliveryUnknown {
+        DeliveryUnknown {
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            idempotency_key: self.key.clone(),
+            attempts: self.attempts,
+            last_error: Lost::Dropped,
+            verdict: self.verdict.clone(),
+            stopped: "the caller stopped waiting".to_owned(),
+        }
+    }
+
     /// Ends the call without an answer: its delivery is unknown when any
     /// attempt may have reached the server; otherwise the server's refusal,
     /// or "not sent".

@@ -452,6 +452,35 @@ async fn a_dropped_call_is_kept_as_in_doubt() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_dropped_between_attempts_is_kept_as_in_doubt() {
+    let world = World::default();
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .call_timeout(Duration::from_secs(1))
+        .backoff(backon::ExponentialBuilder::default().with_min_delay(Duration::from_secs(5)))
+        .serve(connect(world.clone(), false).await.unwrap())
+        .await
+        .unwrap();
+    world.slow.store(1, Ordering::SeqCst);
+    // Lost after 1 s, then pausing 5 s before the resend: dropped at 2 s.
+    let call = client.call_tool(ToolCall::new("set").argument("text", json!("x")));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), call)
+            .await
+            .is_err()
+    );
+    let in_doubt = client.take_in_doubt();
+    assert_eq!(in_doubt.len(), 1);
+    assert_eq!(
+        (in_doubt[0].tool.as_str(), in_doubt[0].attempts),
+        ("set", 1)
+    );
+    // A call that ends with an outcome leaves nothing in doubt.
+    client.call_tool(ToolCall::new("read")).await.unwrap();
+    assert!(client.take_in_doubt().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_dead_server_is_started_again_before_a_resend() {
     let world = World::default();
     let client = client(&world, Trust::Trusted, false).await;

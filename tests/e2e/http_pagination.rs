@@ -26,9 +26,9 @@ const ANNOUNCEMENT: &str = "notes: serving MCP over streamable HTTP at ";
 
 /// The tools of `notes` (without `lint-demo`) in pages of two, by name.
 const PAGES: [&[&str]; 3] = [
-    &["append_note", "delete_note"],
-    &["forecast", "list_notes"],
-    &["update_note"],
+    &["add_note", "append_note"],
+    &["delete_note", "forecast"],
+    &["list_notes", "update_note"],
 ];
 
 type Client = RunningService<RoleClient, ()>;

@@ -53,7 +53,13 @@ struct Expected {
 
 /// Exactly the tools of `notes` without the `lint-demo` feature, sorted by
 /// name (the order rmcp's router lists them in).
-const EXPECTED_TOOLS: [Expected; 5] = [
+const EXPECTED_TOOLS: [Expected; 6] = [
+    Expected {
+        name: "add_note",
+        description: "Add a note once per `request_id`: a resend with the same\n\
+                      `request_id` returns the note added the first time.",
+        hints: [false, false, true, false],
+    },
     Expected {
         name: "append_note",
         description: "Add a note; a resend would add it twice.",
@@ -579,9 +585,9 @@ async fn tools_list_with_a_page_size_comes_in_pages_and_refuses_a_bad_cursor() {
         assert_eq!(
             pages,
             [
-                vec!["append_note", "delete_note"],
-                vec!["forecast", "list_notes"],
-                vec!["update_note"],
+                vec!["add_note", "append_note"],
+                vec!["delete_note", "forecast"],
+                vec!["list_notes", "update_note"],
             ],
             "{lifecycle}: the pages"
         );

@@ -35,6 +35,11 @@ HINT_FIELDS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_wo
 
 # name -> (description from the doc comment, hints in HINTS order)
 EXPECTED_TOOLS: dict[str, tuple[str, tuple[bool, bool, bool, bool]]] = {
+    "add_note": (
+        "Add a note once per `request_id`: a resend with the same\n"
+        "`request_id` returns the note added the first time.",
+        (False, False, True, False),
+    ),
     "append_note": ("Add a note; a resend would add it twice.", (False, False, False, False)),
     "delete_note": ("Delete a note by id; deleting twice has no further effect.", (False, True, True, False)),
     "forecast": (
@@ -47,6 +52,17 @@ EXPECTED_TOOLS: dict[str, tuple[str, tuple[bool, bool, bool, bool]]] = {
 }
 
 ALL_DECLARED = {hint: "declared" for hint in HINTS}
+
+KEY_CONFLICT = -32070
+"""mcp_hints::idempotency::codes::KEY_CONFLICT"""
+
+
+def expected_meta(tool: str) -> dict[str, Any]:
+    """A tool's `_meta`: every hint declared, and the argument carrying a keyed tool's key."""
+    meta: dict[str, Any] = {"mcp-hints/provenance": ALL_DECLARED}
+    if tool == "add_note":
+        meta["mcp-hints/idempotencyKey"] = "request_id"
+    return meta
 
 TIMEOUT_SECONDS = 30
 """How long one exchange with the server may take."""
@@ -178,7 +194,7 @@ async def test_tools_list_carries_all_four_hints(server: StdioServerParameters, 
             assert values == hints, tool.name
             # Set from the message, not filled in by a model default.
             assert set(HINT_FIELDS) <= annotations.model_fields_set, tool.name
-            assert tool.meta == {"mcp-hints/provenance": ALL_DECLARED}, tool.name
+            assert tool.meta == expected_meta(tool.name), tool.name
 
         # The same, straight from the JSON the server wrote.
         raw_tools = {tool["name"]: tool for tool in session.last_result_with("tools")["tools"]}
@@ -187,7 +203,7 @@ async def test_tools_list_carries_all_four_hints(server: StdioServerParameters, 
             raw = raw_tools[name]
             assert raw["description"] == description, name
             assert raw["annotations"] == dict(zip(HINTS, hints, strict=True)), name
-            assert raw["_meta"] == {"mcp-hints/provenance": ALL_DECLARED}, name
+            assert raw["_meta"] == expected_meta(name), name
 
 
 async def test_append_note_assigns_ids_from_one_and_list_notes_shows_them_in_order(
@@ -273,6 +289,42 @@ async def test_forecast_returns_structured_content(server: StdioServerParameters
         assert session.last_result_with("structuredContent")["structuredContent"] == expected
         assert success(await session.call("forecast", {"city": "Lisbon"})) == expected
         assert await session.notes() == []
+
+
+async def test_add_note_runs_once_per_request_id(server: StdioServerParameters, mode: str) -> None:
+    async with connect(server, mode) as session:
+        first = await session.call("add_note", {"request_id": "r-1", "text": "buy milk"})
+        assert success(first) == {"id": 1, "text": "buy milk"}
+        assert "mcp-hints/replayed" not in (first.meta or {})
+
+        # A resend (key order changed) gets the recorded note, marked as a replay.
+        again = await session.call("add_note", {"text": "buy milk", "request_id": "r-1"})
+        assert success(again) == {"id": 1, "text": "buy milk"}
+        assert again.meta is not None
+        assert again.meta["mcp-hints/replayed"]["key"] == "r-1"
+        assert await session.notes() == [{"id": 1, "text": "buy milk"}]
+
+        # The key names one operation: other arguments are refused, unrun.
+        with pytest.raises(MCPError) as raised:
+            await session.call("add_note", {"request_id": "r-1", "text": "call Ana"})
+        assert raised.value.code == KEY_CONFLICT
+        assert session.wire[-1]["error"]["data"] == {
+            "tool": "add_note",
+            "idempotencyKey": "r-1",
+            "reason": "conflict",
+        }
+
+        # No key is a JSON-RPC error naming the field, and nothing is added.
+        with pytest.raises(MCPError) as raised:
+            await session.call("add_note", {"text": "keyless"})
+        assert raised.value.code == INVALID_PARAMS
+        assert raised.value.message.startswith("the idempotency key `request_id` of `add_note` is missing")
+
+        assert success(await session.call("add_note", {"request_id": "r-2", "text": "call Ana"})) == {
+            "id": 2,
+            "text": "call Ana",
+        }
+        assert await session.notes() == [{"id": 1, "text": "buy milk"}, {"id": 2, "text": "call Ana"}]
 
 
 async def test_malformed_arguments_get_a_clear_error_and_the_server_keeps_serving(
