@@ -1,0 +1,364 @@
+//! Replay safety, measured side by side in one run on one current-thread
+//! tokio runtime, every server in-process over a `tokio::io::duplex` pair
+//! with rmcp's client:
+//!
+//! 1. a keyed `tools/call` (a new key each call, the in-memory store)
+//!    against the same call to an unkeyed tool: the cost of reserving and
+//!    recording a key (goal: at most 1.2x);
+//! 2. a duplicate hit: the same key and arguments again, answered from the
+//!    record without running the handler;
+//! 3. keyed calls per second on each store: memory, redb (a file in a
+//!    temporary directory), Redis (a `redis-server` this program starts on
+//!    a free loopback port; skipped, and said so, when none is installed);
+//! 4. `ReplaySafeClient::call_tool` against rmcp's bare `call_tool` on a
+//!    call that succeeds (goal: at most 1.05x).
+//!
+//! Each pair runs in interleaved rounds (which side goes first alternates);
+//! a round times a batch of calls, and the ratio is that of the medians of
+//! the per-call times.
+//!
+//! Run: `cargo run --release -p mcp-hints-bench --bin replay_bench -- [--rounds N] [--batch N]`.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mcp_hints::client::{ReplaySafeClient, ToolCall};
+use mcp_hints::idempotency::{Idempotency, IdempotentServer, RedbStore, RedisStore};
+use mcp_hints::policy::Trust;
+use mcp_hints::{tool, tool_handler, tool_router};
+use mcp_hints_bench::{connect, median};
+use rmcp::RoleClient;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// A server with the same write twice: keyed and not.
+struct Ledger {
+    idempotency: Idempotency,
+    entries: AtomicU64,
+}
+
+impl IdempotentServer for Ledger {
+    fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Entry {
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct KeyedEntry {
+    /// The same on a resend.
+    #[allow(dead_code)]
+    request_id: String,
+    text: String,
+}
+
+#[tool_router(closed_world)]
+impl Ledger {
+    /// Append an entry.
+    #[tool(additive, non_idempotent)]
+    async fn append(&self, Parameters(Entry { text }): Parameters<Entry>) -> String {
+        self.record(text)
+    }
+
+    /// Append an entry once per key.
+    #[tool(additive, idempotency_key = "request_id")]
+    async fn append_keyed(
+        &self,
+        Parameters(KeyedEntry { text, .. }): Parameters<KeyedEntry>,
+    ) -> String {
+        self.record(text)
+    }
+
+    /// Count the entries.
+    #[tool(read_only)]
+    async fn count(&self) -> String {
+        self.entries.load(Ordering::Relaxed).to_string()
+    }
+}
+
+impl Ledger {
+    fn record(&self, text: String) -> String {
+        let n = self.entries.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{n}: {text}")
+    }
+}
+
+#[tool_handler]
+impl rmcp::ServerHandler for Ledger {}
+
+async fn ledger(idempotency: Idempotency) -> Client {
+    connect(Ledger {
+        idempotency,
+        entries: AtomicU64::new(0),
+    })
+    .await
+}
+
+fn arguments(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("arguments are objects"),
+    }
+}
+
+fn call(tool: &'static str, args: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(tool).with_arguments(arguments(args))
+}
+
+/// Seconds per call of `batch` calls of `one`.
+async fn per_call<F: Future<Output = ()>>(batch: usize, mut one: impl FnMut(usize) -> F) -> f64 {
+    let started = Instant::now();
+    for n in 0..batch {
+        one(n).await;
+    }
+    started.elapsed().as_secs_f64() / batch as f64
+}
+
+struct Options {
+    rounds: usize,
+    batch: usize,
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        rounds: 15,
+        batch: 300,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().and_then(|value| value.parse().ok());
+        match (arg.as_str(), value) {
+            ("--rounds", Some(value)) => options.rounds = value,
+            ("--batch", Some(value)) => options.batch = value,
+            _ => {
+                eprintln!("usage: replay_bench [--rounds N] [--batch N]");
+                std::process::exit(2);
+            }
+        }
+    }
+    options
+}
+
+fn micros(seconds: f64) -> String {
+    format!("{:.1} µs", seconds * 1e6)
+}
+
+fn main() {
+    let options = options();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(run(options));
+}
+
+async fn run(options: Options) {
+    let Options { rounds, batch } = options;
+    let keys = AtomicU64::new(0);
+    let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
+
+    // 1 and 2: keyed against unkeyed, and the duplicate hit, in memory.
+    let client = ledger(Idempotency::default()).await;
+    let warm = call("append", json!({"text": "warm"}));
+    client.call_tool(warm).await.expect("append answers");
+    let duplicate = call("append_keyed", json!({"request_id": "dup", "text": "x"}));
+    client
+        .call_tool(duplicate.clone())
+        .await
+        .expect("append_keyed answers");
+    let (mut unkeyed, mut keyed, mut hits) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let plain = || {
+            per_call(batch, |_| async {
+                client
+                    .call_tool(call("append", json!({"text": "x"})))
+                    .await
+                    .unwrap();
+            })
+        };
+        let with_key = || {
+            per_call(batch, |_| async {
+                let args = json!({"request_id": fresh_key(), "text": "x"});
+                client.call_tool(call("append_keyed", args)).await.unwrap();
+            })
+        };
+        if round % 2 == 0 {
+            unkeyed.push(plain().await);
+            keyed.push(with_key().await);
+        } else {
+            keyed.push(with_key().await);
+            unkeyed.push(plain().await);
+        }
+        hits.push(
+            per_call(batch, |_| async {
+                client.call_tool(duplicate.clone()).await.unwrap();
+            })
+            .await,
+        );
+    }
+    let (unkeyed, keyed, hits) = (median(&unkeyed), median(&keyed), median(&hits));
+    println!("{rounds} rounds of {batch} calls each, in-process over a duplex pair\n");
+    println!("| measure | time per call | ratio |");
+    println!("|---|---|---|");
+    println!(
+        "| unkeyed `tools/call` (additive write) | {} | 1.00x |",
+        micros(unkeyed)
+    );
+    println!(
+        "| keyed `tools/call`, new key each call, memory store | {} | {:.2}x unkeyed (goal <= 1.2x) |",
+        micros(keyed),
+        keyed / unkeyed
+    );
+    println!(
+        "| duplicate hit (same key and arguments: the recorded result) | {} | {:.2}x unkeyed |",
+        micros(hits),
+        hits / unkeyed
+    );
+    drop(client);
+
+    // 3: keyed calls per second on each store.
+    println!("\n| store | keyed calls per second | time per call |");
+    println!("|---|---|---|");
+    let directory = tempdir();
+    let redis = RedisServer::start();
+    let mut stores: Vec<(&str, Option<Idempotency>)> = vec![
+        ("memory", Some(Idempotency::default())),
+        (
+            "redb",
+            Some(
+                Idempotency::builder()
+                    .store(RedbStore::open(directory.join("keys.redb")).expect("redb opens"))
+                    .build(),
+            ),
+        ),
+    ];
+    match &redis {
+        Some(redis) => {
+            let store = RedisStore::connect(&redis.url)
+                .await
+                .expect("the Redis store connects");
+            stores.push(("redis", Some(Idempotency::builder().store(store).build())));
+        }
+        None => stores.push(("redis", None)),
+    }
+    for (name, idempotency) in stores {
+        let Some(idempotency) = idempotency else {
+            println!("| {name} | skipped: no `redis-server` on PATH | |");
+            continue;
+        };
+        let client = ledger(idempotency).await;
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            times.push(
+                per_call(batch, |_| async {
+                    let args = json!({"request_id": fresh_key(), "text": "x"});
+                    client.call_tool(call("append_keyed", args)).await.unwrap();
+                })
+                .await,
+            );
+        }
+        let time = median(&times);
+        println!("| {name} | {:.0} | {} |", 1.0 / time, micros(time));
+    }
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&directory);
+
+    // 4: the replay-safe client against rmcp's bare call_tool.
+    let bare = ledger(Idempotency::default()).await;
+    let safe = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .serve(ledger(Idempotency::default()).await)
+        .await
+        .expect("the replay-safe client collects the tools");
+    let (mut rmcp_times, mut safe_times) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let plain = || {
+            per_call(batch, |_| async {
+                bare.call_tool(CallToolRequestParams::new("count"))
+                    .await
+                    .unwrap();
+            })
+        };
+        let replay_safe = || {
+            per_call(batch, |_| async {
+                safe.call_tool(ToolCall::new("count")).await.unwrap();
+            })
+        };
+        if round % 2 == 0 {
+            rmcp_times.push(plain().await);
+            safe_times.push(replay_safe().await);
+        } else {
+            safe_times.push(replay_safe().await);
+            rmcp_times.push(plain().await);
+        }
+    }
+    let (rmcp_time, safe_time) = (median(&rmcp_times), median(&safe_times));
+    println!("\n| client, a call that succeeds | time per call | ratio |");
+    println!("|---|---|---|");
+    println!("| rmcp `Peer::call_tool` | {} | 1.00x |", micros(rmcp_time));
+    println!(
+        "| `ReplaySafeClient::call_tool` | {} | {:.2}x (goal <= 1.05x) |",
+        micros(safe_time),
+        safe_time / rmcp_time
+    );
+}
+
+fn tempdir() -> PathBuf {
+    let directory = std::env::temp_dir().join(format!("replay-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).expect("a temporary directory");
+    directory
+}
+
+/// A `redis-server` on a free loopback port, stopped on drop.
+struct RedisServer {
+    child: Child,
+    url: String,
+}
+
+impl RedisServer {
+    fn start() -> Option<RedisServer> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .ok()?
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .ok()?;
+        let server = RedisServer {
+            child,
+            url: format!("redis://127.0.0.1:{port}/"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(server)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
