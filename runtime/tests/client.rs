@@ -16,8 +16,10 @@ use mcp_hints::idempotency::{Idempotency, IdempotentServer, codes};
 use mcp_hints::policy::{Decision, Trust};
 use mcp_hints::rmcp::handler::server::router::tool::ToolRouter;
 use mcp_hints::rmcp::handler::server::wrapper::Parameters;
+use mcp_hints::rmcp::model::RequestId;
+use mcp_hints::rmcp::service::RequestContext;
 use mcp_hints::rmcp::service::RunningService;
-use mcp_hints::rmcp::{ErrorData, RoleClient, ServerHandler, ServiceExt};
+use mcp_hints::rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use mcp_hints::{tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -29,6 +31,8 @@ use tokio::sync::Notify;
 struct World {
     /// Finished runs per tool.
     runs: Arc<Mutex<HashMap<String, usize>>>,
+    /// The JSON-RPC id of every `read` request the server received.
+    read_ids: Arc<Mutex<Vec<RequestId>>>,
     /// The next this many calls sleep past the client's timeout after
     /// doing their work.
     slow: Arc<AtomicUsize>,
@@ -81,7 +85,8 @@ struct KeyedText {
 impl Server {
     /// Read.
     #[tool(read_only)]
-    async fn read(&self) -> String {
+    async fn read(&self, context: RequestContext<RoleServer>) -> String {
+        self.world.read_ids.lock().unwrap().push(context.id);
         self.work("read").await
     }
 
@@ -255,6 +260,10 @@ async fn lost_reads_and_idempotent_writes_are_resent_with_a_new_request() {
         text(client.call_tool(ToolCall::new("read")).await.unwrap()),
         ("read #2".to_owned(), 2)
     );
+    // A resend is a new request: a new JSON-RPC id (spec 2026-07-28).
+    let ids = world.read_ids.lock().unwrap().clone();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
     world.slow.store(2, Ordering::SeqCst);
     let set = ToolCall::new("set").argument("text", json!("x"));
     assert_eq!(
