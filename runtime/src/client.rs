@@ -667,7 +667,11 @@ impl ReplaySafeClient {
                         what,
                     });
                 }
-                Attempt::Refused(error) => match not_run(&error, tries.key.is_some()) {
+                // Only a trusted server's word that it did not run is taken.
+                Attempt::Refused(error) => match not_run(
+                    &error,
+                    tries.key.is_some() && self.options.trust == Trust::Trusted,
+                ) {
                     // "In progress" or "store failed": the server says it
                     // did not run this attempt; wait and try again.
                     Some(retry_after) => {
@@ -965,9 +969,10 @@ fn keyed_arguments(
 }
 
 /// For a refusal that says the call did not run and may be tried again
-/// (a keyed call in progress, a failed store): how long to wait at least.
-fn not_run(error: &ErrorData, keyed: bool) -> Option<Option<Duration>> {
-    if !keyed {
+/// (a keyed call in progress, a failed store), on a keyed call to a
+/// trusted server: how long to wait at least.
+fn not_run(error: &ErrorData, keyed_and_trusted: bool) -> Option<Option<Duration>> {
+    if !keyed_and_trusted {
         return None;
     }
     match error.code.0 {

@@ -323,6 +323,30 @@ async fn an_untrusted_server_is_never_resent_to_whatever_it_declares() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_untrusted_servers_in_progress_answer_is_not_retried() {
+    let world = World::default();
+    let client = client(&world, Trust::Untrusted, false).await;
+    let call = || {
+        ToolCall::new("append_keyed")
+            .argument("text", json!("a"))
+            .idempotency_key("k")
+    };
+    world.slow.store(1, Ordering::SeqCst);
+    lost(client.call_tool(call()).await.unwrap());
+    // The first still runs; the server says so, but its word decides no
+    // resend.
+    let error = client.call_tool(call()).await.unwrap_err();
+    let CallError::Rejected {
+        error, attempts, ..
+    } = error
+    else {
+        panic!("expected a refusal, got {error:?}");
+    };
+    assert_eq!((error.code.0, attempts), (codes::KEY_IN_PROGRESS, 1));
+    assert_eq!(world.runs("append_keyed"), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn attempts_are_bounded() {
     let world = World::default();
     let client = ReplaySafeClient::builder()
