@@ -214,7 +214,11 @@ pub fn router_fn(router: &Ident, vis: &syn::Visibility, tools: &[&ToolFn]) -> To
             // The handler runs behind the server's idempotency store.
             // Spanned at the key: a server without a store is told there.
             Some(key) => quote_spanned! {key.span()=>
-                ::mcp_hints::__private::keyed_route(Self::#attr_fn(), #key, Self::#method)
+                {
+                    // The schema is checked once, not on every build.
+                    static CHECKED: ::std::sync::OnceLock<()> = ::std::sync::OnceLock::new();
+                    ::mcp_hints::__private::keyed_route(Self::#attr_fn(), #key, Self::#method, &CHECKED)
+                }
             },
             None => quote! {
                 #p::rmcp::handler::server::router::tool::ToolRoute::new(

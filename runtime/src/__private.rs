@@ -90,19 +90,24 @@ pub fn idempotency_key_field<T: IdempotencyKeyField + ?Sized>(_: &T) {}
 /// When the tool's input schema lacks `field` as a required string
 /// property: the router is then built wrong, and serving it would run
 /// every call unkeyed or refuse it. The message says what to add.
-pub fn keyed_route<S, C, A>(attr: Tool, field: &'static str, call: C) -> ToolRoute<S>
+///
+/// The router is built on every request (`#[tool_handler]`, like rmcp's,
+/// calls `Self::tool_router()`), so the schema is checked once per tool,
+/// remembered in `checked`, a static of the generated code.
+pub fn keyed_route<S, C, A>(
+    attr: Tool,
+    field: &'static str,
+    call: C,
+    checked: &'static std::sync::OnceLock<()>,
+) -> ToolRoute<S>
 where
     S: IdempotentServer + Send + Sync + 'static,
     C: CallToolHandler<S, A> + Send + Sync + Clone + 'static,
     A: 'static,
 {
-    if let Err(problem) = key_in_schema(&attr, field) {
-        panic!(
-            "`#[tool(idempotency_key = {field:?})]` on `{}`: {problem}; add `{field}: String` to \
-             the tool's argument struct, documented so that clients send the same value on a \
-             resend",
-            attr.name
-        );
+    if checked.get().is_none() {
+        check_key_in_schema(&attr, field);
+        let _ = checked.set(());
     }
     ToolRoute::new_dyn(attr, move |context: ToolCallContext<'_, S>| {
         let call = call.clone();
@@ -118,6 +123,19 @@ where
             idempotency.run(&keyed, context.invoke(call)).await
         })
     })
+}
+
+/// Panics, saying what to add, unless `field` is a required string
+/// property of `tool`'s input schema.
+fn check_key_in_schema(tool: &Tool, field: &str) {
+    if let Err(problem) = key_in_schema(tool, field) {
+        panic!(
+            "`#[tool(idempotency_key = {field:?})]` on `{}`: {problem}; add `{field}: String` to \
+             the tool's argument struct, documented so that clients send the same value on a \
+             resend",
+            tool.name
+        );
+    }
 }
 
 /// Whether `field` is a required string property of `tool`'s input schema.

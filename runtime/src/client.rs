@@ -39,6 +39,8 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -90,8 +92,8 @@ pub mod defaults {
 /// given).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolCall {
-    /// The tool's name.
-    pub name: String,
+    /// The tool's name (a `&'static str` is taken without a copy).
+    pub name: Cow<'static, str>,
     /// Its arguments.
     pub arguments: JsonObject,
     /// The idempotency key for a keyed tool; `None` lets the client make a
@@ -101,7 +103,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `name` with no arguments.
-    pub fn new(name: impl Into<String>) -> ToolCall {
+    pub fn new(name: impl Into<Cow<'static, str>>) -> ToolCall {
         ToolCall {
             name: name.into(),
             ..ToolCall::default()
@@ -467,11 +469,13 @@ impl ReplaySafeClientBuilder {
             options,
             connector,
             budget,
-            session: tokio::sync::RwLock::new(Session {
-                connection: Arc::from(connection),
-                tools: Arc::new(tools),
-                generation: 0,
-            }),
+            reconnecting: tokio::sync::Mutex::new(()),
+            session: std::sync::RwLock::new(Session::new(
+                Arc::from(connection),
+                tools,
+                self.trust,
+                0,
+            )),
             in_doubt: Arc::new(Mutex::new(Vec::new())),
         })
     }
@@ -486,11 +490,39 @@ struct Options {
     in_progress_wait: Duration,
 }
 
+/// The connection and what is known of its server; cloned whole (a few
+/// `Arc`s) by each call.
+#[derive(Clone)]
 struct Session {
     connection: Arc<dyn Connection>,
     tools: Arc<ToolList>,
+    /// Each tool's place in `tools` and its verdict, found per call without
+    /// a scan and decided once per list, not once per call.
+    index: Arc<HashMap<String, (usize, Arc<Verdict>), foldhash::fast::RandomState>>,
     /// How many times the connection was made again.
     generation: u64,
+}
+
+impl Session {
+    fn new(
+        connection: Arc<dyn Connection>,
+        tools: ToolList,
+        trust: Trust,
+        generation: u64,
+    ) -> Self {
+        let index = tools
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(place, tool)| (tool.name.clone(), (place, Arc::new(tool.verdict(trust)))))
+            .collect();
+        Session {
+            connection,
+            tools: Arc::new(tools),
+            index: Arc::new(index),
+            generation,
+        }
+    }
 }
 
 /// A client that resends `tools/call` only when the policy says it is
@@ -500,7 +532,11 @@ pub struct ReplaySafeClient {
     options: Options,
     connector: Option<Connector>,
     budget: Arc<dyn Budget + Send + Sync>,
-    session: tokio::sync::RwLock<Session>,
+    /// Read by every call, written only when the list or the connection is
+    /// made again; never held across an await.
+    session: std::sync::RwLock<Session>,
+    /// Held while the connection is made again, so that it is made once.
+    reconnecting: tokio::sync::Mutex<()>,
     in_doubt: Arc<Mutex<Vec<DeliveryUnknown>>>,
 }
 
@@ -549,19 +585,19 @@ impl ReplaySafeClient {
 
     /// The server's complete tool list, as last collected.
     pub async fn tools(&self) -> Arc<ToolList> {
-        self.session.read().await.tools.clone()
+        self.session().tools
     }
 
     /// How many times the connection was made again after its transport
     /// closed.
     pub async fn restarts(&self) -> u64 {
-        self.session.read().await.generation
+        self.session().generation
     }
 
     /// The peer of the current connection, for requests other than
     /// `tools/call`.
     pub async fn peer(&self) -> Peer<RoleClient> {
-        self.session.read().await.connection.peer().clone()
+        self.session().connection.peer().clone()
     }
 
     /// Collects the tool list again (after `notifications/tools/list_changed`,
@@ -571,10 +607,21 @@ impl ReplaySafeClient {
     ///
     /// As [`ReplaySafeClientBuilder::connect`].
     pub async fn refresh_tools(&self) -> Result<Arc<ToolList>, ConnectError> {
-        let peer = self.peer().await;
-        let tools = Arc::new(collect_tools(&peer, &self.options).await?);
-        self.session.write().await.tools = tools.clone();
+        let Session {
+            connection,
+            generation,
+            ..
+        } = self.session();
+        let tools = collect_tools(connection.peer(), &self.options).await?;
+        let session = Session::new(connection, tools, self.options.trust, generation);
+        let tools = session.tools.clone();
+        *write(&self.session) = session;
         Ok(tools)
+    }
+
+    /// The session as it stands.
+    fn session(&self) -> Session {
+        read(&self.session).clone()
     }
 
     /// Calls whose futures were dropped after their request was sent: their
@@ -614,29 +661,38 @@ impl ReplaySafeClient {
     ) -> Result<Outcome, CallError> {
         // A transport that closed since the last call is made again first,
         // so the call is judged against the list of the server it goes to.
-        let seen = self.session.read().await.generation;
-        let (mut connection, mut generation) =
-            self.connection(seen, false)
+        let mut session = self.session();
+        if self.connector.is_some() && session.connection.peer().is_transport_closed() {
+            self.connection(session.generation, true)
                 .await
                 .map_err(|error| CallError::NotSent {
-                    tool: call.name.clone(),
+                    tool: call.name.to_string(),
                     attempts: 0,
                     last_error: error,
                 })?;
-        let tools = self.tools().await;
-        let Some(listed) = tools.get(&call.name) else {
+            session = self.session();
+        }
+        let Session {
+            mut connection,
+            tools,
+            index,
+            mut generation,
+        } = session;
+        let Some((place, verdict)) = index.get(call.name.as_ref()) else {
             return Err(CallError::UnknownTool {
                 verdict: tools.decide(&call.name, self.options.trust),
-                tool: call.name,
+                tool: call.name.into_owned(),
             });
         };
-        let verdict = listed.verdict(self.options.trust);
+        let listed = &tools.tools[*place];
         let (arguments, key) = keyed_arguments(listed, call.arguments, call.idempotency_key);
         let mut tries = Tries {
-            tool: call.name,
-            arguments,
-            key,
-            verdict,
+            call: Arc::new(Call {
+                tool: call.name,
+                arguments,
+                key,
+                verdict: verdict.clone(),
+            }),
             attempts: 0,
             lost: None,
             refusal: None,
@@ -658,19 +714,19 @@ impl ReplaySafeClient {
                     return Ok(Outcome::Completed(Completed {
                         result,
                         attempts: tries.attempts,
-                        idempotency_key: tries.key,
+                        idempotency_key: tries.call.key.clone(),
                     }));
                 }
                 Attempt::Unsupported(what) => {
                     return Err(CallError::Unsupported {
-                        tool: tries.tool,
+                        tool: tries.call.tool.to_string(),
                         what,
                     });
                 }
                 // Only a trusted server's word that it did not run is taken.
                 Attempt::Refused(error) => match not_run(
                     &error,
-                    tries.key.is_some() && self.options.trust == Trust::Trusted,
+                    tries.call.key.is_some() && self.options.trust == Trust::Trusted,
                 ) {
                     // "In progress" or "store failed": the server says it
                     // did not run this attempt; wait and try again.
@@ -703,19 +759,19 @@ impl ReplaySafeClient {
                     }
                 },
                 Attempt::NotSent(error) => {
-                    tracing::info!(tool = ?tries.tool, attempts = tries.attempts, %error, "tools/call was not sent");
+                    tracing::info!(tool = ?tries.call.tool, attempts = tries.attempts, %error, "tools/call was not sent");
                     tries.not_sent = Some(error);
                     None
                 }
                 Attempt::Lost(why) => {
-                    let resend = tries.verdict.decision == Decision::Resend;
-                    tracing::info!(tool = ?tries.tool, attempts = tries.attempts, error = %why, resend, "tools/call response lost");
+                    let resend = tries.call.verdict.decision == Decision::Resend;
+                    tracing::info!(tool = ?tries.call.tool, attempts = tries.attempts, error = %why, resend, "tools/call response lost");
                     tries.lost = Some(why);
                     if !resend {
                         return tries.give_up("it is not resent".to_owned());
                     }
                     // Dropped while pausing or resending, it stays in doubt.
-                    doubt.call = Some(tries.in_doubt());
+                    doubt.call = Some((tries.call.clone(), tries.attempts));
                     None
                 }
             };
@@ -732,7 +788,7 @@ impl ReplaySafeClient {
             match self.connection(generation, closed).await {
                 Ok((now, now_generation)) => {
                     if now_generation != generation
-                        && let Some(stop) = self.tool_changed(listed, &tries.tool).await
+                        && let Some(stop) = self.tool_changed(listed, &tries.call.tool).await
                     {
                         return tries.give_up(stop);
                     }
@@ -755,8 +811,8 @@ impl ReplaySafeClient {
         tries: &Tries,
         doubt: &mut InDoubt,
     ) -> Attempt {
-        let params =
-            CallToolRequestParams::new(tries.tool.clone()).with_arguments(tries.arguments.clone());
+        let params = CallToolRequestParams::new(tries.call.tool.clone())
+            .with_arguments(tries.call.arguments.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(self.options.call_timeout);
         let handle = match peer.send_request_with_option(request, options).await {
@@ -764,7 +820,7 @@ impl ReplaySafeClient {
             // Refused before it was handed to the transport.
             Err(error) => return Attempt::NotSent(Box::new(error)),
         };
-        let earlier = doubt.call.replace(tries.in_doubt());
+        let earlier = doubt.call.replace((tries.call.clone(), tries.attempts));
         let answer = handle.await_response().await;
         // An earlier lost attempt keeps the call in doubt; this one is over.
         doubt.call = earlier;
@@ -786,21 +842,19 @@ impl ReplaySafeClient {
         seen: u64,
         dead: bool,
     ) -> Result<(Arc<dyn Connection>, u64), BoxError> {
-        {
-            let session = self.session.read().await;
-            let closed = dead || session.connection.peer().is_transport_closed();
-            if !closed || self.connector.is_none() {
-                return Ok((session.connection.clone(), session.generation));
-            }
-            if session.generation != seen {
-                // Another call already made it again.
-                return Ok((session.connection.clone(), session.generation));
-            }
+        let current = |session: &Session| {
+            let closed = dead && session.generation == seen
+                || session.connection.peer().is_transport_closed();
+            (!closed || self.connector.is_none() || session.generation != seen)
+                .then(|| (session.connection.clone(), session.generation))
+        };
+        if let Some(current) = current(&self.session()) {
+            return Ok(current);
         }
-        let mut session = self.session.write().await;
-        if session.generation != seen || !(dead || session.connection.peer().is_transport_closed())
-        {
-            return Ok((session.connection.clone(), session.generation));
+        let _once = self.reconnecting.lock().await;
+        // Another call may have made it again while this one waited.
+        if let Some(current) = current(&self.session()) {
+            return Ok(current);
         }
         let connector = self.connector.as_ref().expect("checked above");
         tracing::info!("the MCP server's transport closed; connecting again");
@@ -808,10 +862,10 @@ impl ReplaySafeClient {
         let tools = collect_tools(connection.peer(), &self.options)
             .await
             .map_err(|error| Box::new(error) as BoxError)?;
-        session.connection = connection.clone();
-        session.tools = Arc::new(tools);
-        session.generation += 1;
-        Ok((connection, session.generation))
+        let generation = seen + 1;
+        *write(&self.session) =
+            Session::new(connection.clone(), tools, self.options.trust, generation);
+        Ok((connection, generation))
     }
 
     /// After a restart: why the call must not be resent, when its tool
@@ -856,12 +910,33 @@ impl ReplaySafeClient {
     }
 }
 
-/// One logical call across its attempts.
-struct Tries {
-    tool: String,
+/// What every attempt of one logical call sends, and the policy's verdict
+/// on it; shared, so that keeping the call in doubt copies nothing.
+struct Call {
+    tool: Cow<'static, str>,
     arguments: JsonObject,
     key: Option<String>,
-    verdict: Verdict,
+    verdict: Arc<Verdict>,
+}
+
+impl Call {
+    /// The call as a [`DeliveryUnknown`] after `attempts`.
+    fn unknown(&self, attempts: u32, last_error: Lost, stopped: String) -> DeliveryUnknown {
+        DeliveryUnknown {
+            tool: self.tool.to_string(),
+            arguments: self.arguments.clone(),
+            idempotency_key: self.key.clone(),
+            attempts,
+            last_error,
+            verdict: Verdict::clone(&self.verdict),
+            stopped,
+        }
+    }
+}
+
+/// One logical call across its attempts.
+struct Tries {
+    call: Arc<Call>,
     attempts: u32,
     /// Set once an attempt may have reached the server: from then on the
     /// call may have run, whatever later attempts say.
@@ -877,46 +952,24 @@ struct Tries {
 }
 
 impl Tries {
-    /// The call as it stands, for the in-doubt list should the caller drop
-    /// it now.
-    fn in_doubt(&self) -> DeliveryUnknown {
-        DeliveryUnknown {
-            tool: self.tool.clone(),
-            arguments: self.arguments.clone(),
-            idempotency_key: self.key.clone(),
-            attempts: self.attempts,
-            last_error: Lost::Dropped,
-            verdict: self.verdict.clone(),
-            stopped: "the caller stopped waiting".to_owned(),
-        }
-    }
-
     /// Ends the call without an answer: its delivery is unknown when any
     /// attempt may have reached the server; otherwise the server's refusal,
     /// or "not sent".
     fn give_up(self, stopped: String) -> Result<Outcome, CallError> {
         if let Some(last_error) = self.lost {
-            let unknown = DeliveryUnknown {
-                tool: self.tool,
-                arguments: self.arguments,
-                idempotency_key: self.key,
-                attempts: self.attempts,
-                last_error,
-                verdict: self.verdict,
-                stopped,
-            };
+            let unknown = self.call.unknown(self.attempts, last_error, stopped);
             tracing::warn!(tool = ?unknown.tool, attempts = unknown.attempts, error = %unknown.last_error, stopped = %unknown.stopped, "tools/call delivery unknown: read back before calling again");
             return Ok(Outcome::DeliveryUnknown(unknown));
         }
         if let Some(error) = self.refusal {
             return Err(CallError::Rejected {
-                tool: self.tool,
+                tool: self.call.tool.to_string(),
                 error,
                 attempts: self.attempts,
             });
         }
         Err(CallError::NotSent {
-            tool: self.tool,
+            tool: self.call.tool.to_string(),
             attempts: self.attempts,
             last_error: self.not_sent.unwrap_or_else(|| stopped.into()),
         })
@@ -927,16 +980,29 @@ impl Tries {
 /// answer came.
 struct InDoubt {
     list: Arc<Mutex<Vec<DeliveryUnknown>>>,
-    call: Option<DeliveryUnknown>,
+    /// The call and the attempts it made, while one may have reached the
+    /// server.
+    call: Option<(Arc<Call>, u32)>,
 }
 
 impl Drop for InDoubt {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
+        if let Some((call, attempts)) = self.call.take() {
             tracing::warn!(tool = ?call.tool, "tools/call future dropped after the request was sent: delivery unknown");
-            lock(&self.list).push(call);
+            let stopped = "the caller stopped waiting".to_owned();
+            lock(&self.list).push(call.unknown(attempts, Lost::Dropped, stopped));
         }
     }
+}
+
+fn read<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // A session is replaced whole: a poisoned one is still whole.
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

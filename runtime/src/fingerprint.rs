@@ -125,11 +125,23 @@ impl Fingerprint {
 
 /// `sha256:` and the 64 hex digits of SHA-256 over `value`'s RFC 8785
 /// canonical JSON.
-pub(crate) fn digest(value: &Value) -> String {
-    // Canonicalising a `serde_json::Value` cannot fail: every number it
-    // holds is finite and every key a string.
-    let canonical = serde_json_canonicalizer::to_vec(value).unwrap_or_default();
-    let hash = Sha256::digest(&canonical);
+pub(crate) fn digest(value: &impl Serialize) -> String {
+    /// Feeds the canonical JSON straight into the hash, with no buffer.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Sha256::new());
+    // Canonicalising JSON values cannot fail: every number they hold is
+    // finite and every key a string.
+    let _ = serde_json_canonicalizer::to_writer(value, &mut hashing);
+    let hash = hashing.0.finalize();
     let mut text = String::with_capacity(7 + 64);
     text.push_str("sha256:");
     for byte in hash.iter() {

@@ -95,7 +95,7 @@ async fn complete_with_the_token_records_the_exact_result<S: IdempotencyStore>(s
     store.reserve(&key("k"), &first).await.unwrap();
     assert!(
         store
-            .complete(&key("k"), "first", &result(), 1_700, DAY)
+            .complete(&key("k"), "first", result(), 1_700, DAY)
             .await
             .unwrap()
     );
@@ -110,7 +110,7 @@ async fn complete_with_the_token_records_the_exact_result<S: IdempotencyStore>(s
     // longer changes it either.
     assert!(
         !store
-            .complete(&key("k"), "first", &json!({}), 2_100, DAY)
+            .complete(&key("k"), "first", json!({}), 2_100, DAY)
             .await
             .unwrap()
     );
@@ -130,7 +130,7 @@ async fn a_wrong_token_changes_nothing<S: IdempotencyStore>(store: Arc<S>) {
     store.reserve(&key("k"), &first).await.unwrap();
     assert!(
         !store
-            .complete(&key("k"), "other", &result(), 1_100, DAY)
+            .complete(&key("k"), "other", result(), 1_100, DAY)
             .await
             .unwrap()
     );
@@ -148,7 +148,7 @@ async fn a_wrong_token_changes_nothing<S: IdempotencyStore>(store: Arc<S>) {
     assert!(!store.release(&key("none"), "first").await.unwrap());
     assert!(
         !store
-            .complete(&key("none"), "first", &result(), 1_100, DAY)
+            .complete(&key("none"), "first", result(), 1_100, DAY)
             .await
             .unwrap()
     );
@@ -218,14 +218,14 @@ async fn a_lease_over_is_taken_over_exactly_once<S: IdempotencyStore>(store: Arc
     // The first call's token no longer holds the key; the winner's does.
     assert!(
         !store
-            .complete(&key("k"), "first", &result(), 2_100, DAY)
+            .complete(&key("k"), "first", result(), 2_100, DAY)
             .await
             .unwrap()
     );
     assert!(!store.release(&key("k"), &loser.token).await.unwrap());
     assert!(
         store
-            .complete(&key("k"), &winner.token, &result(), 2_200, DAY)
+            .complete(&key("k"), &winner.token, result(), 2_200, DAY)
             .await
             .unwrap()
     );
@@ -277,7 +277,7 @@ async fn retention_is_checked_on_read<S: IdempotencyStore>(store: Arc<S>) {
     let first = claim("first", 1_000);
     store.reserve(&key("done"), &first).await.unwrap();
     store
-        .complete(&key("done"), "first", &result(), 1_500, DAY)
+        .complete(&key("done"), "first", result(), 1_500, DAY)
         .await
         .unwrap();
     assert_eq!(
@@ -385,7 +385,7 @@ async fn zero_retention_keeps_no_completed_record<S: IdempotencyStore>(store: Ar
     );
     assert!(
         store
-            .complete(&key("k"), "first", &result(), 1_100, Duration::ZERO)
+            .complete(&key("k"), "first", result(), 1_100, Duration::ZERO)
             .await
             .unwrap()
     );
@@ -433,7 +433,7 @@ async fn a_completed_record_outlives_its_handle<S: IdempotencyStore>(
     store.reserve(&key("k"), &first).await.unwrap();
     assert!(
         store
-            .complete(&key("k"), "first", &result(), 1_500, DAY)
+            .complete(&key("k"), "first", result(), 1_500, DAY)
             .await
             .unwrap()
     );
@@ -603,13 +603,7 @@ async fn redis_store_writes_the_record_json_under_prefix_and_key() {
         .unwrap();
     assert!(ttl > 86_000_000 && ttl <= 86_400_000, "PTTL {ttl}");
     store
-        .complete(
-            &key("k"),
-            "first",
-            &result(),
-            1_500,
-            Duration::from_secs(60),
-        )
+        .complete(&key("k"), "first", result(), 1_500, Duration::from_secs(60))
         .await
         .unwrap();
     let ttl: i64 = redis::cmd("PTTL")
@@ -699,7 +693,7 @@ async fn a_redis_killed_under_the_store_is_unavailable_promptly() {
         assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
         let error = promptly(
             "complete",
-            store.complete(&key("k"), "first", &result(), 1_200, DAY),
+            store.complete(&key("k"), "first", result(), 1_200, DAY),
         )
         .await;
         assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
@@ -829,7 +823,7 @@ async fn a_value_that_is_not_a_record_is_corrupt() {
         );
         corrupt(
             store
-                .complete(&key(name), "first", &result(), 1_100, DAY)
+                .complete(&key(name), "first", result(), 1_100, DAY)
                 .await
                 .unwrap_err(),
         );

@@ -43,7 +43,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct State {
-    records: HashMap<RecordKey, Record>,
+    records: HashMap<RecordKey, Record, foldhash::fast::RandomState>,
     /// (completed at, key) of every completed record, oldest first.
     completed: BTreeSet<(u64, RecordKey)>,
 }
@@ -107,23 +107,26 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Applies `change` to the record under `key` when it is in progress
-    /// under `token`.
+    /// The record under `key`, changed in place by `change`, when it is in
+    /// progress under `token`.
     fn with_lease(
         &self,
         key: &RecordKey,
         token: &str,
-        change: impl FnOnce(&mut State, Record),
+        change: impl FnOnce(&mut Record) -> Option<u64>,
     ) -> bool {
         let mut state = self.state();
-        let held = state
-            .records
-            .get(key)
-            .is_some_and(|record| record.token() == Some(token));
-        if held && let Some(record) = state.remove(key) {
-            change(&mut state, record);
+        let Some(record) = state.records.get_mut(key) else {
+            return false;
+        };
+        if record.token() != Some(token) {
+            return false;
         }
-        held
+        // A record that completes joins the eviction order.
+        if let Some(completed_ms) = change(record) {
+            state.completed.insert((completed_ms, key.clone()));
+        }
+        true
     }
 }
 
@@ -166,7 +169,7 @@ impl IdempotencyStore for MemoryStore {
         _now_ms: u64,
         lease_until_ms: u64,
     ) -> Result<bool, StoreError> {
-        Ok(self.with_lease(key, token, |state, mut record| {
+        Ok(self.with_lease(key, token, |record| {
             if let RecordState::InProgress {
                 lease_until_ms: until,
                 ..
@@ -174,7 +177,7 @@ impl IdempotencyStore for MemoryStore {
             {
                 *until = lease_until_ms;
             }
-            state.records.insert(key.clone(), record);
+            None
         }))
     }
 
@@ -182,24 +185,32 @@ impl IdempotencyStore for MemoryStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: &Value,
+        result: Value,
         now_ms: u64,
         _retention: Duration,
     ) -> Result<bool, StoreError> {
         // Retention is checked on every read (`Record::standing`), and
         // capacity evicts the oldest: nothing to schedule here.
-        Ok(self.with_lease(key, token, |state, mut record| {
+        Ok(self.with_lease(key, token, |record| {
             record.state = RecordState::Completed {
-                result: result.clone(),
+                result,
                 completed_ms: now_ms,
             };
-            state.completed.insert((now_ms, key.clone()));
-            state.records.insert(key.clone(), record);
+            Some(now_ms)
         }))
     }
 
     async fn release(&self, key: &RecordKey, token: &str) -> Result<bool, StoreError> {
-        Ok(self.with_lease(key, token, |_, _| {}))
+        let mut state = self.state();
+        let held = state
+            .records
+            .get(key)
+            .is_some_and(|record| record.token() == Some(token));
+        if held {
+            // In progress: it is in no eviction order.
+            state.records.remove(key);
+        }
+        Ok(held)
     }
 }
 
@@ -229,7 +240,7 @@ mod tests {
             store.reserve(&key(name), &claim(name, at)).await.unwrap();
             assert!(
                 store
-                    .complete(&key(name), name, &json!({}), at, Duration::ZERO)
+                    .complete(&key(name), name, json!({}), at, Duration::ZERO)
                     .await
                     .unwrap()
             );
@@ -274,7 +285,7 @@ mod tests {
         assert!(!store.renew(&key("a"), "theirs", 2, 99).await.unwrap());
         assert!(
             !store
-                .complete(&key("a"), "theirs", &json!({}), 2, Duration::ZERO)
+                .complete(&key("a"), "theirs", json!({}), 2, Duration::ZERO)
                 .await
                 .unwrap()
         );

@@ -308,13 +308,40 @@ pub trait IdempotentServer {
 /// 8785 canonical JSON of `arguments` without the member `key_field`,
 /// written `sha256:` and 64 hex digits. No arguments is `{}`.
 pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> String {
-    let rest: serde_json::Map<String, Value> = arguments
-        .into_iter()
-        .flatten()
-        .filter(|(name, _)| name.as_str() != key_field)
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    crate::fingerprint::digest(&Value::Object(rest))
+    /// The arguments as an object without the key, serialized in place
+    /// rather than copied (the canonicaliser sorts the members itself).
+    struct Without<'a> {
+        arguments: Option<&'a JsonObject>,
+        key_field: &'a str,
+    }
+    impl serde::Serialize for Without<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_map(
+                self.arguments
+                    .into_iter()
+                    .flatten()
+                    .filter(|(name, _)| name.as_str() != self.key_field),
+            )
+        }
+    }
+    crate::fingerprint::digest(&Without {
+        arguments,
+        key_field,
+    })
+}
+
+/// A token unique to one call: this process's random UUID and a count, so
+/// that no two calls anywhere share one, without a system call per call.
+fn lease_token() -> String {
+    use std::fmt::Write;
+    static PROCESS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().to_string());
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut token = String::with_capacity(PROCESS.len() + 21);
+    token.push_str(&PROCESS);
+    let _ = write!(token, "-{call}");
+    token
 }
 
 /// A keyed call, checked and ready to be run by [`Idempotency::run`].
@@ -438,9 +465,9 @@ impl Idempotency {
         let clock = &inner.clock;
         let started_ms = clock.now_ms();
         let mut pause = defaults::WAIT_POLL_MIN;
-        let token = uuid::Uuid::new_v4().to_string();
+        let token = lease_token();
+        let mut now_ms = started_ms;
         loop {
-            let now_ms = clock.now_ms();
             let claim = Claim {
                 arguments: call.arguments.clone(),
                 token: token.clone(),
@@ -512,6 +539,7 @@ impl Idempotency {
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
+                    now_ms = clock.now_ms();
                 }
             }
         }
@@ -529,8 +557,8 @@ impl Idempotency {
     {
         let inner = &*self.inner;
         let mut lease = Lease {
-            store: inner.store.clone(),
-            record: call.record.clone(),
+            store: &inner.store,
+            record: &call.record,
             token,
             held: true,
         };
@@ -560,13 +588,19 @@ impl Idempotency {
     async fn renewing<F>(
         &self,
         call: &KeyedCall,
-        lease: &Lease,
+        lease: &Lease<'_>,
         mut handler: std::pin::Pin<&mut F>,
     ) -> Result<CallToolResponse, ErrorData>
     where
         F: Future<Output = Result<CallToolResponse, ErrorData>>,
     {
         let inner = &*self.inner;
+        // Most handlers finish on their first poll: they need no timer.
+        if let std::task::Poll::Ready(outcome) =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(handler.as_mut().poll(cx))).await
+        {
+            return outcome;
+        }
         let period = inner.lease / 3;
         loop {
             tokio::select! {
@@ -575,7 +609,7 @@ impl Idempotency {
                 () = tokio::time::sleep(period) => {
                     let now_ms = inner.clock.now_ms();
                     let until = after(now_ms, inner.lease);
-                    match inner.store.renew(&lease.record, &lease.token, now_ms, until).await {
+                    match inner.store.renew(lease.record, &lease.token, now_ms, until).await {
                         Ok(true) => {}
                         Ok(false) => tracing::warn!(tool = %call.tool, key = ?call.key, "idempotency lease lost: another call took the key over while this one still runs"),
                         Err(error) => tracing::warn!(tool = %call.tool, key = ?call.key, %error, "idempotency lease not renewed: the store failed"),
@@ -588,21 +622,21 @@ impl Idempotency {
     /// Records a completed result. A store that keeps failing leaves the
     /// record in progress: the key is then free once the lease is over, and
     /// the result still reaches this caller.
-    async fn record(&self, call: &KeyedCall, lease: &mut Lease, result: &CallToolResult) {
+    async fn record(&self, call: &KeyedCall, lease: &mut Lease<'_>, result: &CallToolResult) {
         let inner = &*self.inner;
-        let value = match serde_json::to_value(result) {
-            Ok(value) => value,
-            Err(error) => {
-                tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
-                lease.held = false;
-                return;
-            }
-        };
         for attempt in 1..=defaults::COMPLETE_ATTEMPTS {
+            // Made anew for each attempt: the store takes it over.
+            let value = match serde_json::to_value(result) {
+                Ok(value) => value,
+                Err(error) => {
+                    tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
+                    break;
+                }
+            };
             let now_ms = inner.clock.now_ms();
             match inner
                 .store
-                .complete(&lease.record, &lease.token, &value, now_ms, inner.retention)
+                .complete(lease.record, &lease.token, value, now_ms, inner.retention)
                 .await
             {
                 Ok(true) => {
@@ -630,23 +664,23 @@ impl Idempotency {
 /// The reservation of a running call. Dropped while still held (the
 /// handler panicked, or the call's future was dropped), it releases the
 /// key in a task of its own.
-struct Lease {
-    store: Arc<dyn IdempotencyStore>,
-    record: RecordKey,
+struct Lease<'a> {
+    store: &'a Arc<dyn IdempotencyStore>,
+    record: &'a RecordKey,
     token: String,
     held: bool,
 }
 
-impl Lease {
+impl Lease<'_> {
     async fn release(&mut self) {
         self.held = false;
-        if let Err(error) = self.store.release(&self.record, &self.token).await {
+        if let Err(error) = self.store.release(self.record, &self.token).await {
             tracing::warn!(record = %self.record, %error, "idempotency key not released: the store failed; it is free once the lease is over");
         }
     }
 }
 
-impl Drop for Lease {
+impl Drop for Lease<'_> {
     fn drop(&mut self) {
         if !self.held {
             return;

@@ -297,11 +297,11 @@ impl IdempotencyStore for RedbStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: &Value,
+        result: Value,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let (key, token, result) = (key.clone(), token.to_owned(), result.clone());
+        let (key, token) = (key.clone(), token.to_owned());
         self.write(move |tables| {
             let Some((_, mut record)) = tables.leased(&key, &token)? else {
                 return Ok(false);
@@ -391,7 +391,7 @@ mod tests {
         let done = RecordKey::new("tool", None, "old-00");
         assert!(
             store
-                .complete(&done, "t0", &json!({}), 50, Duration::from_millis(50))
+                .complete(&done, "t0", json!({}), 50, Duration::from_millis(50))
                 .await
                 .unwrap()
         );
@@ -449,7 +449,7 @@ mod tests {
         assert_eq!(stored(&store).1, [(1_010, key.to_string())]);
         assert!(
             store
-                .complete(&key, "a", &json!({}), 20, Duration::from_millis(5_000))
+                .complete(&key, "a", json!({}), 20, Duration::from_millis(5_000))
                 .await
                 .unwrap()
         );

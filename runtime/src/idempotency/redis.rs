@@ -451,11 +451,11 @@ impl IdempotencyStore for RedisStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: &Value,
+        result: Value,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = serde_json::to_string(result).map_err(StoreError::unavailable)?;
+        let result = serde_json::to_string(&result).map_err(StoreError::unavailable)?;
         self.leased(
             &COMPLETE,
             key,

@@ -37,7 +37,8 @@ pub struct RecordKey(String);
 impl RecordKey {
     /// The record key of `key` for `tool`, within `caller`'s scope.
     pub fn new(tool: &str, caller: Option<&str>, key: &str) -> RecordKey {
-        RecordKey(Value::from(vec![Value::from(tool), caller.into(), Value::from(key)]).to_string())
+        // A tuple of strings always serializes.
+        RecordKey(serde_json::to_string(&(tool, caller, key)).unwrap_or_default())
     }
 
     /// The key as stored: JSON text such as `["append_note",null,"k-1"]`.
@@ -283,8 +284,9 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
         lease_until_ms: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Records the call's `result` (a `tools/call` result as JSON) as
-    /// completed at `now_ms`, kept for `retention`. Returns false, changing
+    /// Records the call's `result` (a `tools/call` result as JSON, handed
+    /// over: a store keeping it in memory needs no copy) as completed at
+    /// `now_ms`, kept for `retention`. Returns false, changing
     /// nothing, when the record is not in progress under `token`.
     ///
     /// # Errors
@@ -294,7 +296,7 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
         &self,
         key: &RecordKey,
         token: &str,
-        result: &Value,
+        result: Value,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError>;

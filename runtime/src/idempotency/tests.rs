@@ -484,7 +484,7 @@ impl IdempotencyStore for DeadStore {
         &self,
         _: &RecordKey,
         _: &str,
-        _: &Value,
+        _: Value,
         _: u64,
         _: Duration,
     ) -> Result<bool, StoreError> {
