@@ -149,9 +149,11 @@ pub fn decide_keyed(trust: Trust, hints: &ToolHints, key_field: &str) -> Verdict
     }
     Verdict {
         decision: Decision::Resend,
+        // The name comes from the server: escaped, it cannot forge a line.
         reason: format!(
-            "the tool is keyed by its argument `{key_field}`: a resend with the same key is \
-             recognised by the server and not run again; resend the same arguments, key included"
+            "the tool is keyed by its argument `{}`: a resend with the same key is recognised by \
+             the server and not run again; resend the same arguments, key included",
+            key_field.escape_debug()
         ),
     }
 }
@@ -270,6 +272,12 @@ mod tests {
             trusted.reason,
             "the tool is keyed by its argument `request_id`: a resend with the same key is \
              recognised by the server and not run again; resend the same arguments, key included"
+        );
+        let forged = decide_keyed(Trust::Trusted, &append, "id\n\u{1b}[2Jerror: x");
+        assert!(
+            forged.reason.contains(r"`id\n\u{1b}[2Jerror: x`"),
+            "{}",
+            forged.reason
         );
         let untrusted = decide_keyed(Trust::Untrusted, &append, "request_id");
         assert_eq!(untrusted, decide(Trust::Untrusted, &append));
