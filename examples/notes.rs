@@ -288,19 +288,37 @@ async fn idempotency(store: &str) -> Result<Idempotency, Box<dyn Error>> {
     let builder = if store == "memory" {
         builder
     } else if let Some(path) = store.strip_prefix("redb:") {
-        builder.store(RedbStore::open(path).map_err(|error| format!("--store {store}: {error}"))?)
+        let redb = RedbStore::open(path)
+            .map_err(|error| format!("--store {:?}: {error}", redacted(store)))?;
+        builder.store(redb)
     } else if store.starts_with("redis://") || store.starts_with("rediss://") {
         let redis = RedisStore::connect(store)
             .await
-            .map_err(|error| format!("--store {store}: {error}"))?;
+            .map_err(|error| format!("--store {:?}: {error}", redacted(store)))?;
         builder.store(redis)
     } else {
         return Err(format!(
-            "--store takes `memory`, `redb:PATH` or a `redis://` URL, not {store:?}"
+            "--store takes `memory`, `redb:PATH` or a `redis://` URL, not {:?}",
+            redacted(store)
         )
         .into());
     };
     Ok(builder.build())
+}
+
+/// `store` with the password of a URL's user info hidden, for messages.
+fn redacted(store: &str) -> String {
+    let Some((scheme, rest)) = store.split_once("://") else {
+        return store.to_owned();
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}/{path}")
+        }
+        None => store.to_owned(),
+    }
 }
 
 /// Serves one session on stdin/stdout until the client closes it or a
@@ -375,5 +393,20 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn store_urls_are_shown_without_their_password() {
+        assert_eq!(
+            redacted("redis://user:s3cret@127.0.0.1:6379/0"),
+            "redis://user:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redacted("redb:/tmp/keys.redb"), "redb:/tmp/keys.redb");
     }
 }

@@ -216,7 +216,8 @@ pub fn router_fn(router: &Ident, vis: &syn::Visibility, tools: &[&ToolFn]) -> To
             Some(key) => quote_spanned! {key.span()=>
                 {
                     // The schema is checked once, not on every build.
-                    static CHECKED: ::std::sync::OnceLock<()> = ::std::sync::OnceLock::new();
+                    static CHECKED: ::std::sync::OnceLock<::core::option::Option<::std::string::String>> =
+                        ::std::sync::OnceLock::new();
                     ::mcp_hints::__private::keyed_route(Self::#attr_fn(), #key, Self::#method, &CHECKED)
                 }
             },

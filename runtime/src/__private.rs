@@ -85,29 +85,48 @@ pub fn idempotency_key_field<T: IdempotencyKeyField + ?Sized>(_: &T) {}
 /// The route of a `#[tool(idempotency_key = "...")]` tool: its handler
 /// runs behind the server's [`Idempotency`](crate::idempotency::Idempotency).
 ///
-/// # Panics
-///
 /// When the tool's input schema lacks `field` as a required string
-/// property: the router is then built wrong, and serving it would run
-/// every call unkeyed or refuse it. The message says what to add.
-///
-/// The router is built on every request (`#[tool_handler]`, like rmcp's,
-/// calls `Self::tool_router()`), so the schema is checked once per tool,
-/// remembered in `checked`, a static of the generated code.
+/// property (the macro could not see the argument struct's fields, and a
+/// serde rename or an `Option` slipped through), no call can be keyed: the
+/// route then answers every call with a JSON-RPC internal error saying what
+/// to add, and logs it once, while the server's other tools keep serving.
+/// A panic here would leave every `tools/list` unanswered, since the router
+/// is built on every request (`#[tool_handler]`, like rmcp's, calls
+/// `Self::tool_router()`); for the same reason the schema is checked once
+/// per tool, the answer kept in `checked`, a static of the generated code.
 pub fn keyed_route<S, C, A>(
     attr: Tool,
     field: &'static str,
     call: C,
-    checked: &'static std::sync::OnceLock<()>,
+    checked: &'static std::sync::OnceLock<Option<String>>,
 ) -> ToolRoute<S>
 where
     S: IdempotentServer + Send + Sync + 'static,
     C: CallToolHandler<S, A> + Send + Sync + Clone + 'static,
     A: 'static,
 {
-    if checked.get().is_none() {
-        check_key_in_schema(&attr, field);
-        let _ = checked.set(());
+    let misconfigured = checked.get_or_init(|| {
+        let problem = key_in_schema(&attr, field).err().map(|problem| {
+            format!(
+                "the server is built wrong: `#[tool(idempotency_key = {field:?})]` on `{}`: \
+                 {problem}; add `{field}: String` to the tool's argument struct (named so on \
+                 the wire: mind serde renames), documented so that clients send the same value \
+                 on a resend",
+                attr.name.escape_debug()
+            )
+        });
+        if let Some(problem) = &problem {
+            tracing::error!("{problem}");
+        }
+        problem
+    });
+    if let Some(problem) = misconfigured {
+        return ToolRoute::new_dyn(attr, move |_context: ToolCallContext<'_, S>| {
+            Box::pin(std::future::ready(Err(ErrorData::internal_error(
+                problem.clone(),
+                None,
+            ))))
+        });
     }
     ToolRoute::new_dyn(attr, move |context: ToolCallContext<'_, S>| {
         let call = call.clone();
@@ -123,19 +142,6 @@ where
             idempotency.run(&keyed, context.invoke(call)).await
         })
     })
-}
-
-/// Panics, saying what to add, unless `field` is a required string
-/// property of `tool`'s input schema.
-fn check_key_in_schema(tool: &Tool, field: &str) {
-    if let Err(problem) = key_in_schema(tool, field) {
-        panic!(
-            "`#[tool(idempotency_key = {field:?})]` on `{}`: {problem}; add `{field}: String` to \
-             the tool's argument struct, documented so that clients send the same value on a \
-             resend",
-            tool.name
-        );
-    }
 }
 
 /// Whether `field` is a required string property of `tool`'s input schema.

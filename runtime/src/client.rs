@@ -125,7 +125,12 @@ impl ToolCall {
     }
 
     /// The key of this logical call, for a keyed tool: every attempt
-    /// carries it, so a resend is recognised by the server.
+    /// carries it, so a resend is recognised by the server. Give it to send
+    /// the same key from another process or after a crash of the caller;
+    /// leave it out and the client makes one. A key for a tool that takes
+    /// none, or one that differs from the key argument already in
+    /// [`arguments`](Self::arguments), is refused
+    /// ([`CallError::InvalidKey`]) rather than dropped.
     #[must_use]
     pub fn idempotency_key(mut self, key: impl Into<String>) -> ToolCall {
         self.idempotency_key = Some(key.into());
@@ -160,9 +165,13 @@ impl Outcome {
 pub struct Completed {
     /// The `tools/call` result.
     pub result: CallToolResult,
-    /// Requests sent for the call, the first included: resends, and asks
-    /// of a server that had the keyed call in progress.
+    /// Attempts made, the first included: requests that could have run the
+    /// tool.
     pub attempts: u32,
+    /// Requests answered "in progress, retry later" by a trusted server
+    /// running the keyed call already: they could not run it, and are not
+    /// attempts.
+    pub asks: u32,
     /// The idempotency key every attempt carried, for a keyed tool.
     pub idempotency_key: Option<String>,
 }
@@ -191,9 +200,11 @@ pub struct DeliveryUnknown {
     pub arguments: JsonObject,
     /// The idempotency key, for a keyed tool.
     pub idempotency_key: Option<String>,
-    /// Requests sent for the call, the first included (as
-    /// [`Completed::attempts`] counts them).
+    /// Attempts made, the first included (as [`Completed::attempts`]
+    /// counts them).
     pub attempts: u32,
+    /// Requests answered "in progress" (as [`Completed::asks`]).
+    pub asks: u32,
     /// Why the last attempt's answer is missing.
     pub last_error: Lost,
     /// The policy's verdict for this call, with its reason: why it was, or
@@ -206,9 +217,14 @@ pub struct DeliveryUnknown {
 
 impl fmt::Display for DeliveryUnknown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let asks = match self.asks {
+            0 => String::new(),
+            1 => " and 1 ask while the server had it in progress".to_owned(),
+            asks => format!(" and {asks} asks while the server had it in progress"),
+        };
         write!(
             f,
-            "delivery of `{}` is unknown after {} attempt{} ({}): {}; {}",
+            "delivery of `{}` is unknown after {} attempt{}{asks} ({}): {}; {}",
             self.tool.escape_debug(),
             self.attempts,
             if self.attempts == 1 { "" } else { "s" },
@@ -265,7 +281,10 @@ pub enum CallError {
     },
     /// The server answered with a JSON-RPC error: it refused the call (for
     /// a keyed tool, [`codes::KEY_CONFLICT`] means the key was first used
-    /// with other arguments).
+    /// with other arguments; [`codes::KEY_IN_PROGRESS`], after the client
+    /// asked for as long as it waits, that another call with the key still
+    /// runs). `attempts` counts requests that could have run the tool, so
+    /// it is 0 when every answer was "in progress".
     #[error("the server refused `{}`: {} ({})", .tool.escape_debug(), .error.message.escape_debug(), .error.code.0)]
     Rejected {
         /// The tool called.
@@ -285,6 +304,15 @@ pub enum CallError {
         attempts: u32,
         /// Why the last attempt was not sent.
         last_error: Box<dyn StdError + Send + Sync>,
+    },
+    /// The call's idempotency key could not be what the caller meant (see
+    /// [`ToolCall::idempotency_key`]): not sent.
+    #[error("`{}` was not sent: {problem}", .tool.escape_debug())]
+    InvalidKey {
+        /// The tool called.
+        tool: String,
+        /// What is wrong with the key.
+        problem: String,
     },
     /// The server answered with something other than a `tools/call`
     /// result (an MRTR `input_required` round or a task, which this client
@@ -343,6 +371,7 @@ pub struct ReplaySafeClientBuilder {
     budget: Option<Arc<dyn Budget + Send + Sync>>,
     max_pages: usize,
     in_progress_wait: Option<Duration>,
+    keys_survive_restarts: bool,
 }
 
 impl ReplaySafeClientBuilder {
@@ -390,10 +419,22 @@ impl ReplaySafeClientBuilder {
     /// progress" ([`codes::KEY_IN_PROGRESS`]: the first attempt still runs)
     /// before it ends with its delivery unknown (default: the call timeout).
     /// These asks cannot run the tool, so they spend neither
-    /// [`max_attempts`](Self::max_attempts) nor the retry budget (they are
-    /// counted in [`Completed::attempts`], which counts requests).
+    /// [`max_attempts`](Self::max_attempts) nor the retry budget; they are
+    /// counted apart ([`Completed::asks`]).
     pub fn in_progress_wait(mut self, wait: Duration) -> Self {
         self.in_progress_wait = Some(wait);
+        self
+    }
+
+    /// Whether the server's idempotency records outlive its process (it
+    /// keeps them in redb or Redis). Default false: after the server was
+    /// started again, a keyed call that may have reached the old process is
+    /// not resent, since a server on the in-memory store has forgotten the
+    /// key and would run the call a second time. Set it only for a server
+    /// you know keeps its records; the client cannot see which store it
+    /// uses.
+    pub fn keys_survive_restarts(mut self, survive: bool) -> Self {
+        self.keys_survive_restarts = survive;
         self
     }
 
@@ -456,6 +497,7 @@ impl ReplaySafeClientBuilder {
             backoff: self.backoff,
             max_pages: self.max_pages,
             in_progress_wait: self.in_progress_wait.unwrap_or(self.call_timeout),
+            keys_survive_restarts: self.keys_survive_restarts,
         };
         let tools = collect_tools(connection.peer(), &options).await?;
         let budget = self.budget.unwrap_or_else(|| {
@@ -488,6 +530,7 @@ struct Options {
     backoff: ExponentialBuilder,
     max_pages: usize,
     in_progress_wait: Duration,
+    keys_survive_restarts: bool,
 }
 
 /// The connection and what is known of its server; cloned whole (a few
@@ -575,6 +618,7 @@ impl ReplaySafeClient {
             budget: None,
             max_pages: defaults::MAX_PAGES,
             in_progress_wait: None,
+            keys_survive_restarts: false,
         }
     }
 
@@ -685,7 +729,11 @@ impl ReplaySafeClient {
             });
         };
         let listed = &tools.tools[*place];
-        let (arguments, key) = keyed_arguments(listed, call.arguments, call.idempotency_key);
+        let (arguments, key) = keyed_arguments(listed, call.arguments, call.idempotency_key)
+            .map_err(|problem| CallError::InvalidKey {
+                tool: call.name.to_string(),
+                problem,
+            })?;
         let mut tries = Tries {
             call: Arc::new(Call {
                 tool: call.name,
@@ -714,6 +762,7 @@ impl ReplaySafeClient {
                     return Ok(Outcome::Completed(Completed {
                         result,
                         attempts: tries.attempts,
+                        asks: tries.asks,
                         idempotency_key: tries.call.key.clone(),
                     }));
                 }
@@ -732,20 +781,27 @@ impl ReplaySafeClient {
                     // did not run this attempt; wait and try again.
                     Some(retry_after) => {
                         tries.refusal = Some(error);
+                        // An ask, not an attempt: the server said it did not
+                        // run, so it spends neither attempts nor budget.
+                        tries.attempts -= 1;
+                        tries.asks += 1;
                         let since = *tries
                             .asking_since
                             .get_or_insert_with(tokio::time::Instant::now);
-                        if since.elapsed() >= self.options.in_progress_wait {
+                        let left = self
+                            .options
+                            .in_progress_wait
+                            .saturating_sub(since.elapsed());
+                        if left.is_zero() {
                             let stop = format!(
                                 "the server still had it in progress after {:?}",
                                 self.options.in_progress_wait
                             );
                             return tries.give_up(stop);
                         }
-                        tries.asks += 1;
-                        self.pause(&mut backoff, retry_after).await;
-                        // An ask is no attempt: the server said it did not
-                        // run, so it spends neither attempts nor budget.
+                        // The server's retryAfterMs is a wish, not a limit of
+                        // ours: the wait stays within in_progress_wait.
+                        self.pause_within(&mut backoff, retry_after, left).await;
                         continue;
                     }
                     None => {
@@ -771,12 +827,12 @@ impl ReplaySafeClient {
                         return tries.give_up("it is not resent".to_owned());
                     }
                     // Dropped while pausing or resending, it stays in doubt.
-                    doubt.call = Some((tries.call.clone(), tries.attempts));
+                    doubt.call = Some((tries.call.clone(), (tries.attempts, tries.asks)));
                     None
                 }
             };
-            if tries.attempts - tries.asks >= self.options.max_attempts {
-                let stop = format!("all {} attempts were made", tries.attempts - tries.asks);
+            if tries.attempts >= self.options.max_attempts {
+                let stop = format!("all {} attempts were made", tries.attempts);
                 return tries.give_up(stop);
             }
             if !self.budget.withdraw() {
@@ -787,10 +843,13 @@ impl ReplaySafeClient {
             // what it still defines the same way.
             match self.connection(generation, closed).await {
                 Ok((now, now_generation)) => {
-                    if now_generation != generation
-                        && let Some(stop) = self.tool_changed(listed, &tries.call.tool).await
-                    {
-                        return tries.give_up(stop);
+                    if now_generation != generation {
+                        if let Some(stop) = self.tool_changed(listed, &tries.call.tool).await {
+                            return tries.give_up(stop);
+                        }
+                        if let Some(stop) = self.key_forgotten(listed, &tries) {
+                            return tries.give_up(stop);
+                        }
                     }
                     connection = now;
                     generation = now_generation;
@@ -820,7 +879,9 @@ impl ReplaySafeClient {
             // Refused before it was handed to the transport.
             Err(error) => return Attempt::NotSent(Box::new(error)),
         };
-        let earlier = doubt.call.replace((tries.call.clone(), tries.attempts));
+        let earlier = doubt
+            .call
+            .replace((tries.call.clone(), (tries.attempts, tries.asks)));
         let answer = handle.await_response().await;
         // An earlier lost attempt keeps the call in doubt; this one is over.
         doubt.call = earlier;
@@ -900,13 +961,44 @@ impl ReplaySafeClient {
         }
     }
 
+    /// After a restart: why a keyed call that may have reached the old
+    /// process is not resent, when only its key made it replay-safe and the
+    /// key may have died with the process.
+    fn key_forgotten(&self, listed: &ListedTool, tries: &Tries) -> Option<String> {
+        let reached = tries.lost.is_some();
+        // A keyed tool's idempotentHint rests on its key; only a read needs
+        // none.
+        let keyed_only =
+            tries.call.key.is_some() && !listed.hints.get(crate::hints::Hint::ReadOnly).value;
+        (reached && keyed_only && !self.options.keys_survive_restarts).then(|| {
+            "the server was started again, and its idempotency records may not have survived \
+             (a server on the in-memory store forgets its keys), so the keyed call is not \
+             resent; build the client with keys_survive_restarts(true) for a server whose \
+             records outlive it (redb, Redis)"
+                .to_owned()
+        })
+    }
+
     async fn pause(
         &self,
         backoff: &mut impl Iterator<Item = Duration>,
         at_least: Option<Duration>,
     ) {
+        self.pause_within(backoff, at_least, defaults::BACKOFF_MAX)
+            .await;
+    }
+
+    /// The next backoff pause, at least `at_least` (a server's
+    /// `retryAfterMs`), at most `at_most`.
+    async fn pause_within(
+        &self,
+        backoff: &mut impl Iterator<Item = Duration>,
+        at_least: Option<Duration>,
+        at_most: Duration,
+    ) {
         let pause = backoff.next().unwrap_or(defaults::BACKOFF_MAX);
-        tokio::time::sleep(pause.max(at_least.unwrap_or_default())).await;
+        let pause = pause.max(at_least.unwrap_or_default()).min(at_most);
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -920,13 +1012,19 @@ struct Call {
 }
 
 impl Call {
-    /// The call as a [`DeliveryUnknown`] after `attempts`.
-    fn unknown(&self, attempts: u32, last_error: Lost, stopped: String) -> DeliveryUnknown {
+    /// The call as a [`DeliveryUnknown`] after `attempts` and `asks`.
+    fn unknown(
+        &self,
+        (attempts, asks): (u32, u32),
+        last_error: Lost,
+        stopped: String,
+    ) -> DeliveryUnknown {
         DeliveryUnknown {
             tool: self.tool.to_string(),
             arguments: self.arguments.clone(),
             idempotency_key: self.key.clone(),
             attempts,
+            asks,
             last_error,
             verdict: Verdict::clone(&self.verdict),
             stopped,
@@ -945,7 +1043,8 @@ struct Tries {
     refusal: Option<ErrorData>,
     /// The last attempt that was not sent.
     not_sent: Option<BoxError>,
-    /// Requests answered "in progress": asks, not attempts.
+    /// Requests answered "in progress": asks, not attempts (an ask is
+    /// counted as an attempt while it is in flight, then moved here).
     asks: u32,
     /// When the server first answered "in progress".
     asking_since: Option<tokio::time::Instant>,
@@ -957,7 +1056,9 @@ impl Tries {
     /// or "not sent".
     fn give_up(self, stopped: String) -> Result<Outcome, CallError> {
         if let Some(last_error) = self.lost {
-            let unknown = self.call.unknown(self.attempts, last_error, stopped);
+            let unknown = self
+                .call
+                .unknown((self.attempts, self.asks), last_error, stopped);
             tracing::warn!(tool = ?unknown.tool, attempts = unknown.attempts, error = %unknown.last_error, stopped = %unknown.stopped, "tools/call delivery unknown: read back before calling again");
             return Ok(Outcome::DeliveryUnknown(unknown));
         }
@@ -982,7 +1083,7 @@ struct InDoubt {
     list: Arc<Mutex<Vec<DeliveryUnknown>>>,
     /// The call and the attempts it made, while one may have reached the
     /// server.
-    call: Option<(Arc<Call>, u32)>,
+    call: Option<(Arc<Call>, (u32, u32))>,
 }
 
 impl Drop for InDoubt {
@@ -1014,24 +1115,54 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The arguments every attempt sends: for a keyed tool, with the key
 /// filled (the caller's, one already in the arguments, or a new UUID).
+/// Refused, saying why, when a key could not be what the caller meant: one
+/// for a tool that takes none, two that differ, one that is not a string
+/// of 1 to 255 characters.
 fn keyed_arguments(
     listed: &ListedTool,
     mut arguments: JsonObject,
     key: Option<String>,
-) -> (JsonObject, Option<String>) {
+) -> Result<(JsonObject, Option<String>), String> {
     let Some(field) = &listed.idempotency_key else {
-        return (arguments, None);
+        return match key {
+            None => Ok((arguments, None)),
+            Some(_) => Err(
+                "the tool takes no idempotency key (its _meta names none), so a key would not \
+                 make a resend safe"
+                    .to_owned(),
+            ),
+        };
     };
-    let key = key
-        .or_else(|| {
-            arguments
-                .get(field)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let given = match arguments.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(given)) => Some(given.clone()),
+        Some(other) => {
+            return Err(format!(
+                "its argument `{}` carries the idempotency key, and must be a string, not {}",
+                field.escape_debug(),
+                crate::hints::json_type(other)
+            ));
+        }
+    };
+    let key = match (key, given) {
+        (Some(key), Some(given)) if key != given => {
+            return Err(format!(
+                "two idempotency keys: the argument `{}` and ToolCall::idempotency_key differ",
+                field.escape_debug()
+            ));
+        }
+        (Some(key), _) | (None, Some(key)) => key,
+        (None, None) => uuid::Uuid::new_v4().to_string(),
+    };
+    let chars = key.chars().count();
+    if chars == 0 || chars > crate::idempotency::defaults::MAX_KEY_CHARS {
+        return Err(format!(
+            "an idempotency key is 1 to {} characters, not {chars}",
+            crate::idempotency::defaults::MAX_KEY_CHARS
+        ));
+    }
     arguments.insert(field.clone(), Value::from(key.clone()));
-    (arguments, Some(key))
+    Ok((arguments, Some(key)))
 }
 
 /// For a refusal that says the call did not run and may be tried again
@@ -1216,26 +1347,47 @@ mod tests {
             Value::Object(map) => map,
             _ => unreachable!(),
         };
-        let (unkeyed, key) = keyed_arguments(&listed(None), args(json!({"a": 1})), None);
+        let keyed = listed(Some("request_id"));
+        let (unkeyed, key) = keyed_arguments(&listed(None), args(json!({"a": 1})), None).unwrap();
         assert_eq!((Value::Object(unkeyed), key), (json!({"a": 1}), None));
-        let (given, key) = keyed_arguments(
-            &listed(Some("request_id")),
-            args(json!({"a": 1})),
-            Some("k-1".to_owned()),
-        );
+        let (given, key) =
+            keyed_arguments(&keyed, args(json!({"a": 1})), Some("k-1".to_owned())).unwrap();
         assert_eq!(Value::Object(given), json!({"a": 1, "request_id": "k-1"}));
         assert_eq!(key.as_deref(), Some("k-1"));
-        let (kept, key) = keyed_arguments(
-            &listed(Some("request_id")),
-            args(json!({"request_id": "mine"})),
-            None,
-        );
+        let (kept, key) =
+            keyed_arguments(&keyed, args(json!({"request_id": "mine"})), None).unwrap();
         assert_eq!(kept["request_id"], "mine");
         assert_eq!(key.as_deref(), Some("mine"));
-        let (made, key) = keyed_arguments(&listed(Some("request_id")), JsonObject::new(), None);
+        let (made, key) = keyed_arguments(&keyed, JsonObject::new(), None).unwrap();
         let key = key.unwrap();
         assert_eq!(made["request_id"], key.as_str());
         assert_eq!(uuid::Uuid::parse_str(&key).unwrap().get_version_num(), 4);
+
+        // Never silently dropped or replaced.
+        let refused = |listed: &ListedTool, arguments: Value, key: Option<&str>| {
+            keyed_arguments(listed, args(arguments), key.map(str::to_owned)).unwrap_err()
+        };
+        assert_eq!(
+            refused(&listed(None), json!({}), Some("k")),
+            "the tool takes no idempotency key (its _meta names none), so a key would not make a \
+             resend safe"
+        );
+        assert_eq!(
+            refused(&keyed, json!({"request_id": 7}), None),
+            "its argument `request_id` carries the idempotency key, and must be a string, not a \
+             number"
+        );
+        assert_eq!(
+            refused(&keyed, json!({"request_id": "K"}), Some("L")),
+            "two idempotency keys: the argument `request_id` and ToolCall::idempotency_key differ"
+        );
+        assert_eq!(
+            refused(&keyed, json!({"request_id": ""}), None),
+            "an idempotency key is 1 to 255 characters, not 0"
+        );
+        assert!(
+            keyed_arguments(&keyed, args(json!({"request_id": "K"})), Some("K".into())).is_ok()
+        );
     }
 
     #[test]

@@ -166,7 +166,11 @@ fn both_defaulted(a: HintValue, b: HintValue) -> bool {
 pub fn unknown_tool(name: &str) -> Verdict {
     Verdict {
         decision: Decision::Refuse,
-        reason: format!("`{name}` is not in the server's tools/list: unknown tool"),
+        // The name may come from a peer: escaped, it cannot forge a line.
+        reason: format!(
+            "`{}` is not in the server's tools/list: unknown tool",
+            name.escape_debug()
+        ),
     }
 }
 

@@ -36,7 +36,8 @@ struct World {
     /// The next this many calls sleep past the client's timeout after
     /// doing their work.
     slow: Arc<AtomicUsize>,
-    /// The next this many calls end their server after doing their work.
+    /// The next this many calls end their server after doing their work,
+    /// before it can answer.
     deadly: Arc<AtomicUsize>,
     idempotency: Idempotency,
 }
@@ -116,6 +117,19 @@ impl Server {
     async fn refuse(&self) -> Result<String, ErrorData> {
         Err(ErrorData::invalid_params("refused on purpose", None))
     }
+
+    /// Always "in progress", asking for a pause of more than a day.
+    #[tool(additive, idempotency_key = "request_id")]
+    async fn busy(
+        &self,
+        Parameters(KeyedText { .. }): Parameters<KeyedText>,
+    ) -> Result<String, ErrorData> {
+        Err(ErrorData::new(
+            mcp_hints::rmcp::model::ErrorCode(codes::KEY_IN_PROGRESS),
+            "still running",
+            Some(json!({"retryAfterMs": 100_000_000})),
+        ))
+    }
 }
 
 impl Server {
@@ -128,8 +142,8 @@ impl Server {
             *n
         };
         if take(&self.world.deadly) {
+            // The call ran; its answer dies with the server.
             self.die.notify_one();
-            std::future::pending::<()>().await;
         }
         if take(&self.world.slow) {
             tokio::time::sleep(Duration::from_secs(5)).await;
@@ -174,8 +188,10 @@ async fn connect(
     });
     tokio::spawn(async move {
         tokio::select! {
-            _ = tokio::io::copy_bidirectional(&mut relay_client, &mut relay_server) => {}
+            // A crash outruns the answer the server is about to write.
+            biased;
             () = die.notified() => {}
+            _ = tokio::io::copy_bidirectional(&mut relay_client, &mut relay_server) => {}
         }
     });
     ().serve(client_io)
@@ -228,7 +244,7 @@ async fn a_call_that_succeeds_is_sent_once() {
         text(client.call_tool(append("a")).await.unwrap()),
         ("append a #1".to_owned(), 1)
     );
-    assert_eq!(client.tools().await.tools.len(), 5);
+    assert_eq!(client.tools().await.tools.len(), 6);
 }
 
 #[tokio::test(start_paused = true)]
@@ -281,9 +297,10 @@ async fn a_lost_keyed_write_is_resent_with_its_key_and_runs_once() {
     let outcome = client.call_tool(call).await.unwrap();
     let done = outcome.completed().unwrap();
     assert_eq!(world.runs("append_keyed"), 1);
-    // The first attempt timed out, the next ones found it in progress
-    // until the recorded result came back.
-    assert!(done.attempts >= 3, "{}", done.attempts);
+    // The first attempt timed out; the resend found it in progress, asked
+    // again until it was done, and received its recorded result.
+    assert_eq!(done.attempts, 2);
+    assert!(done.asks >= 1, "{}", done.asks);
     assert!(done.replayed());
     let key = done.idempotency_key.unwrap();
     assert_eq!(uuid_version(&key), 4);
@@ -344,6 +361,29 @@ async fn an_untrusted_servers_in_progress_answer_is_not_retried() {
     };
     assert_eq!((error.code.0, attempts), (codes::KEY_IN_PROGRESS, 1));
     assert_eq!(world.runs("append_keyed"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_servers_retry_after_is_kept_within_the_clients_wait() {
+    let world = World::default();
+    let client = client(&world, Trust::Trusted, false).await;
+    let started = tokio::time::Instant::now();
+    let call = ToolCall::new("busy").argument("text", json!("a"));
+    let error = client.call_tool(call).await.unwrap_err();
+    // Asked again for in_progress_wait (10 s here), not for the day the
+    // server asked for.
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(12),
+        "{waited:?}"
+    );
+    let CallError::Rejected {
+        error, attempts, ..
+    } = error
+    else {
+        panic!("expected a refusal, got {error:?}");
+    };
+    assert_eq!((error.code.0, attempts), (codes::KEY_IN_PROGRESS, 0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -543,6 +583,48 @@ async fn a_dead_server_is_started_again_before_a_resend() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_keyed_call_is_resent_across_a_restart_only_when_keys_survive_it() {
+    let call = || ToolCall::new("append_keyed").argument("text", json!("a"));
+    // By default the client cannot know that the restarted server kept its
+    // records, so the call that reached the old process is not resent.
+    let world = World::default();
+    let forgetful = client(&world, Trust::Trusted, false).await;
+    world.deadly.store(1, Ordering::SeqCst);
+    let lost = lost(forgetful.call_tool(call()).await.unwrap());
+    assert_eq!(world.runs("append_keyed"), 1);
+    assert!(
+        lost.stopped
+            .starts_with("the server was started again, and its idempotency records"),
+        "{}",
+        lost.stopped
+    );
+
+    // This world's records outlive its servers (one Idempotency for all).
+    let world = World::default();
+    let starts = Arc::new(AtomicUsize::new(0));
+    let durable = {
+        let world = world.clone();
+        ReplaySafeClient::builder()
+            .trust(Trust::Trusted)
+            .call_timeout(Duration::from_secs(1))
+            .in_progress_wait(Duration::from_secs(30))
+            .keys_survive_restarts(true)
+            .connect(move || {
+                starts.fetch_add(1, Ordering::SeqCst);
+                connect(world.clone(), false)
+            })
+            .await
+            .unwrap()
+    };
+    world.deadly.store(1, Ordering::SeqCst);
+    let outcome = durable.call_tool(call()).await.unwrap();
+    let done = outcome.completed().expect("resent to the restarted server");
+    assert_eq!(durable.restarts().await, 1);
+    assert_eq!(world.runs("append_keyed"), 1);
+    assert!(done.replayed());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_tool_that_changed_across_a_restart_is_not_resent() {
     let world = World::default();
     let client = client(&world, Trust::Trusted, true).await;
@@ -554,4 +636,79 @@ async fn a_tool_that_changed_across_a_restart_is_not_resent() {
         "after the server restarted, `read` is defined differently (description), so the call is \
          not resent"
     );
+}
+
+/// A keyed tool whose argument struct renames the key away: the macro
+/// cannot see it, so the server answers its calls with an error saying
+/// what to add, and keeps serving everything else.
+#[derive(Clone, Default)]
+struct Misbuilt {
+    idempotency: Idempotency,
+}
+
+impl IdempotentServer for Misbuilt {
+    fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Renamed {
+    #[allow(dead_code)]
+    request_id: String,
+}
+
+#[tool_router(closed_world)]
+impl Misbuilt {
+    /// Keyed by a name the wire does not use (`requestId` there).
+    #[tool(additive, idempotency_key = "request_id")]
+    async fn pay(&self, Parameters(Renamed { .. }): Parameters<Renamed>) -> String {
+        "paid".to_owned()
+    }
+
+    /// Unkeyed.
+    #[tool(read_only)]
+    async fn balance(&self) -> String {
+        "0".to_owned()
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Misbuilt {}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_tool_built_wrong_is_refused_and_the_rest_still_serves() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        if let Ok(running) = Misbuilt::default().serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .serve(().serve(client_io).await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(client.tools().await.tools.len(), 2);
+    let error = client
+        .call_tool(ToolCall::new("pay").argument("requestId", json!("k")))
+        .await
+        .unwrap_err();
+    let CallError::Rejected { error, .. } = error else {
+        panic!("expected a refusal, got {error:?}");
+    };
+    assert_eq!(
+        error.code,
+        mcp_hints::rmcp::model::ErrorCode::INTERNAL_ERROR
+    );
+    assert_eq!(
+        error.message,
+        "the server is built wrong: `#[tool(idempotency_key = \"request_id\")]` on `pay`: its \
+         input schema has no property `request_id`; add `request_id: String` to the tool's \
+         argument struct (named so on the wire: mind serde renames), documented so that clients \
+         send the same value on a resend"
+    );
+    let balance = client.call_tool(ToolCall::new("balance")).await.unwrap();
+    assert_eq!(text(balance), ("0".to_owned(), 1));
 }

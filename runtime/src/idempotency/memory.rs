@@ -1,6 +1,8 @@
 //! The in-memory store, the default: records in one process's memory,
-//! within a capacity bound that evicts the oldest completed record and
-//! never one in progress.
+//! within a capacity bound. A full store makes room by dropping records
+//! past their retention; it never evicts one in progress, and by default
+//! none within its retention either, since a resend of an evicted key
+//! would run again.
 //!
 //! A cache crate such as moka evicts by its own policy, which may pick an
 //! entry in progress and let a second call run while the first still
@@ -22,10 +24,18 @@ use super::store::{
 /// Records kept in this process's memory; they are gone when it exits.
 ///
 /// At most [`capacity`](Self::capacity) records are kept (default
-/// [`defaults::MEMORY_CAPACITY`]). When a new key finds the store full, the
-/// record that completed first is evicted; records in progress are never
-/// evicted, and when every record is in progress the new key is refused
-/// with [`StoreError::Full`] (the call does not run).
+/// [`defaults::MEMORY_CAPACITY`]). When a new key finds the store full,
+/// records past their retention are dropped, oldest first. When none is,
+/// the new key is refused with [`StoreError::Full`] (the call does not run,
+/// and the client is told to retry later), because evicting a record still
+/// within its retention would let a resend of its key run a second time.
+/// [`evict_unexpired_when_full`](Self::evict_unexpired_when_full) trades
+/// that guarantee for availability. Records in progress are never evicted.
+///
+/// Size the capacity to the keyed calls the server takes in one retention
+/// window (24 hours by default), or use a persistent store. The records
+/// are gone when the process exits: a client that restarts the server must
+/// not count on them (see `ReplaySafeClientBuilder::keys_survive_restarts`).
 ///
 /// ```
 /// use mcp_hints::idempotency::{Idempotency, MemoryStore};
@@ -38,6 +48,7 @@ use super::store::{
 #[derive(Debug)]
 pub struct MemoryStore {
     capacity: usize,
+    evict_unexpired: bool,
     state: Mutex<State>,
 }
 
@@ -57,13 +68,31 @@ impl State {
         Some(record)
     }
 
-    /// Makes room for one more record; false when every record is in
-    /// progress.
-    fn make_room(&mut self, capacity: usize) -> bool {
+    /// Makes room for one more record: drops records past `retention`
+    /// at `now_ms`, oldest first, and, when `evict_unexpired`, the oldest
+    /// completed ones still within it. False when no room could be made.
+    fn make_room(
+        &mut self,
+        capacity: usize,
+        now_ms: u64,
+        retention: Duration,
+        evict_unexpired: bool,
+    ) -> bool {
         while self.records.len() >= capacity {
-            let Some((_, oldest)) = self.completed.pop_first() else {
+            let Some((_, oldest)) = self.completed.first() else {
                 return false;
             };
+            let expired = self
+                .records
+                .get(oldest)
+                .is_none_or(|record| record.standing(now_ms, retention) == Standing::Expired);
+            if !expired && !evict_unexpired {
+                return false;
+            }
+            let (_, oldest) = self.completed.pop_first().expect("just read");
+            if !expired {
+                tracing::warn!(record = ?oldest.as_str(), "idempotency record evicted within its retention: the store is full, and a resend of this key will run again");
+            }
             self.records.remove(&oldest);
         }
         true
@@ -80,8 +109,19 @@ impl MemoryStore {
     pub fn with_capacity(capacity: usize) -> MemoryStore {
         MemoryStore {
             capacity,
+            evict_unexpired: false,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// When full, evicts the record that completed first even while it is
+    /// within its retention, instead of refusing the new key. The store
+    /// then always takes new keys, and a resend of an evicted key runs
+    /// again: a write may land twice. Each such eviction is logged.
+    #[must_use]
+    pub fn evict_unexpired_when_full(mut self) -> MemoryStore {
+        self.evict_unexpired = true;
+        self
     }
 
     /// The most records this store keeps.
@@ -153,7 +193,12 @@ impl IdempotencyStore for MemoryStore {
                 },
             },
         };
-        if !state.make_room(self.capacity) {
+        if !state.make_room(
+            self.capacity,
+            claim.now_ms,
+            claim.retention,
+            self.evict_unexpired,
+        ) {
             return Err(StoreError::Full {
                 capacity: self.capacity,
             });
@@ -233,9 +278,8 @@ mod tests {
         RecordKey::new("tool", None, name)
     }
 
-    #[tokio::test]
-    async fn full_of_completed_records_evicts_the_oldest() {
-        let store = MemoryStore::with_capacity(2);
+    /// Fills a store of 2 with the completed keys "a" (at 1) and "b" (at 2).
+    async fn two_completed(store: MemoryStore) -> MemoryStore {
         for (name, at) in [("a", 1), ("b", 2)] {
             store.reserve(&key(name), &claim(name, at)).await.unwrap();
             assert!(
@@ -245,6 +289,47 @@ mod tests {
                     .unwrap()
             );
         }
+        store
+    }
+
+    #[tokio::test]
+    async fn full_of_records_within_their_retention_refuses_a_new_key() {
+        let store = two_completed(MemoryStore::with_capacity(2)).await;
+        assert!(matches!(
+            store.reserve(&key("c"), &claim("c", 3)).await,
+            Err(StoreError::Full { capacity: 2 })
+        ));
+        // Both keys still hold: a resend of either is not run again.
+        for name in ["a", "b"] {
+            assert!(matches!(
+                store.reserve(&key(name), &claim("again", 4)).await.unwrap(),
+                Reservation::Held(_)
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_store_drops_records_past_their_retention_first() {
+        let store = two_completed(MemoryStore::with_capacity(2)).await;
+        // 60 s after "a" completed it is past its retention; "b" is not.
+        let late = claim("c", 60_001);
+        assert_eq!(
+            store.reserve(&key("c"), &late).await.unwrap(),
+            Reservation::Reserved
+        );
+        assert_eq!(store.len(), 2);
+        assert!(matches!(
+            store
+                .reserve(&key("b"), &claim("b2", 60_001))
+                .await
+                .unwrap(),
+            Reservation::Held(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn evicting_when_full_drops_the_oldest_completed_record() {
+        let store = two_completed(MemoryStore::with_capacity(2).evict_unexpired_when_full()).await;
         assert_eq!(
             store.reserve(&key("c"), &claim("c", 3)).await.unwrap(),
             Reservation::Reserved

@@ -18,9 +18,18 @@
 //!
 //! A handler that answers with a JSON-RPC error (it refused before doing
 //! anything), panics, or whose future is dropped leaves no record: the key
-//! is free again. `notifications/cancelled` does not stop a keyed call:
-//! rmcp lets the handler run on, and its result is recorded, so the resend
-//! that follows a client's timeout receives it rather than a second run.
+//! is free again. So do arguments that do not deserialize into the tool's
+//! argument struct: the handler never ran, though rmcp reports them to the
+//! client as a tool error (`isError`). `notifications/cancelled` does not
+//! stop a keyed call: rmcp lets the handler run on, and its result is
+//! recorded, so the resend that follows a client's timeout receives it
+//! rather than a second run.
+//!
+//! A record lasts as long as its store: the in-memory default forgets every
+//! key when the process exits, so a server that may be restarted while a
+//! client waits for an answer keeps its records in `RedbStore` or
+//! `RedisStore` (and the client is told so:
+//! `ReplaySafeClientBuilder::keys_survive_restarts`).
 //!
 //! Arguments are compared by [`arguments_digest`]: SHA-256 of their RFC
 //! 8785 canonical JSON without the key, so key order and `1` against `1.0`
@@ -119,8 +128,9 @@ pub mod defaults {
     /// seconds. A running call renews it every third of this; after a
     /// process died, its keys are free once this has passed.
     pub const LEASE: Duration = Duration::from_secs(30);
-    /// The most records the in-memory store keeps: 10,000.
-    pub const MEMORY_CAPACITY: usize = 10_000;
+    /// The most records the in-memory store keeps: 100,000 (a keyed call
+    /// a second for a day of retention).
+    pub const MEMORY_CAPACITY: usize = 100_000;
     /// The longest key, in characters (Unicode scalar values): 255.
     pub const MAX_KEY_CHARS: usize = 255;
     /// The first pause between looks at a key in progress, when waiting
@@ -307,6 +317,12 @@ pub trait IdempotentServer {
 /// The digest a keyed call's arguments are compared by: SHA-256 of the RFC
 /// 8785 canonical JSON of `arguments` without the member `key_field`,
 /// written `sha256:` and 64 hex digits. No arguments is `{}`.
+///
+/// RFC 8785 writes numbers as IEEE doubles, so `1` and `1.0` are one
+/// number; but so would be `9007199254740993` and `9007199254740992`, two
+/// account numbers. Integers beyond 2^53 are therefore digested digit by
+/// digit (as a string no JSON text can hold), so two of them are equal
+/// only when their digits are.
 pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> String {
     /// The arguments as an object without the key, serialized in place
     /// rather than copied (the canonicaliser sorts the members itself).
@@ -320,7 +336,8 @@ pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> Stri
                 self.arguments
                     .into_iter()
                     .flatten()
-                    .filter(|(name, _)| name.as_str() != self.key_field),
+                    .filter(|(name, _)| name.as_str() != self.key_field)
+                    .map(|(name, value)| (name, Exact(value))),
             )
         }
     }
@@ -328,6 +345,33 @@ pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> Stri
         arguments,
         key_field,
     })
+}
+
+/// A JSON value whose integers beyond 2^53, which a double cannot hold,
+/// serialize as `"\u{0}integer <digits>"` (no JSON text decodes to a
+/// string with a NUL there by accident) instead of being rounded.
+struct Exact<'a>(&'a Value);
+
+impl serde::Serialize for Exact<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        const SAFE: u64 = 1 << 53;
+        match self.0 {
+            Value::Number(number) => {
+                let beyond = number.as_u64().is_some_and(|n| n > SAFE)
+                    || number.as_i64().is_some_and(|n| n.unsigned_abs() > SAFE);
+                if beyond {
+                    serializer.serialize_str(&format!("\u{0}integer {number}"))
+                } else {
+                    number.serialize(serializer)
+                }
+            }
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Exact)),
+            Value::Object(members) => {
+                serializer.collect_map(members.iter().map(|(name, value)| (name, Exact(value))))
+            }
+            other => other.serialize(serializer),
+        }
+    }
 }
 
 /// A token unique to one call: this process's random UUID and a count, so

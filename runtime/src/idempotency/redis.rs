@@ -221,6 +221,14 @@ fn script(body: &str) -> Script {
 /// the retention of the call that reserves. Replicas should agree on time:
 /// each reads its own [`Clock`](super::Clock).
 ///
+/// The records are only as durable as Redis keeps them: a Redis that
+/// restarts without persistence, or fails over to a replica that had not
+/// received the write, has forgotten keys, and their resends run again.
+/// For that guarantee, run Redis with the append-only file
+/// (`appendonly yes`, `appendfsync everysec` loses at most a second of
+/// keys, `always` none) and fail over only to replicas that acknowledged
+/// (`WAIT`, `min-replicas-to-write`).
+///
 /// ```no_run
 /// use mcp_hints::idempotency::{Idempotency, RedisStore};
 ///

@@ -47,9 +47,20 @@ impl RecordKey {
     }
 }
 
+/// The key for people: its JSON text with every control, format and
+/// other invisible character escaped (`\u{202e}`), since it holds what
+/// callers sent and ends up in logs and messages.
 impl fmt::Display for RecordKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        use fmt::Write;
+        for ch in self.0.chars() {
+            match ch {
+                // Printable already: the JSON's own quotes stay readable.
+                '"' | '\'' | '\\' => f.write_char(ch)?,
+                _ => write!(f, "{}", ch.escape_debug())?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -222,11 +233,12 @@ pub enum StoreError {
         /// What is wrong with it.
         detail: String,
     },
-    /// The in-memory store's capacity is taken by calls in progress, which
-    /// are never evicted.
+    /// The in-memory store is full: its records are in progress or within
+    /// their retention, and evicting one would let a call run twice.
     #[error(
-        "the idempotency store holds {capacity} records and every one is in progress, so no \
-         record can be evicted for a new key"
+        "the in-memory idempotency store is full ({capacity} records, each in progress or within \
+         its retention, and evicting one would let a resend run twice): raise its capacity, \
+         shorten the retention, or use a persistent store"
     )]
     Full {
         /// The store's capacity, in records.
@@ -337,6 +349,13 @@ mod tests {
             RecordKey::new("a", Some("b"), "c"),
             RecordKey::new("a", None, "b\",\"c")
         );
+    }
+
+    #[test]
+    fn record_keys_show_escaped() {
+        let key = RecordKey::new("append", None, "k\u{202e}\u{1b}[2J\n");
+        assert_eq!(key.as_str(), "[\"append\",null,\"k\u{202e}\\u001b[2J\\n\"]");
+        assert_eq!(key.to_string(), r#"["append",null,"k\u{202e}\u001b[2J\n"]"#);
     }
 
     #[test]

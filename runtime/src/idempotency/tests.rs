@@ -89,6 +89,42 @@ async fn same_key_and_arguments_replay_without_running() {
     assert!(marker["recordedMs"].as_u64().unwrap() > 0);
 }
 
+#[test]
+fn integers_beyond_two_to_the_53_are_compared_exactly() {
+    let digest = |value: Value| arguments_digest(Some(&arguments(value)), "request_id");
+    // Doubles: one number however written.
+    assert_eq!(digest(json!({"n": 1})), digest(json!({"n": 1.0})));
+    assert_eq!(
+        digest(json!({"n": 9007199254740992_u64})),
+        digest(json!({"n": 9007199254740992.0}))
+    );
+    // Beyond 2^53 a double would round them together; their digits differ.
+    for (a, b) in [
+        (
+            json!({"n": 9007199254740993_u64}),
+            json!({"n": 9007199254740992_u64}),
+        ),
+        (
+            json!({"n": 1234567890123456789_u64}),
+            json!({"n": 1234567890123456700_u64}),
+        ),
+        (
+            json!({"n": -9007199254740993_i64}),
+            json!({"n": -9007199254740992_i64}),
+        ),
+        (
+            json!({"n": [{"m": 9007199254740993_u64}]}),
+            json!({"n": [{"m": 9007199254740992_u64}]}),
+        ),
+    ] {
+        assert_ne!(digest(a.clone()), digest(b), "{a}");
+    }
+    assert_eq!(
+        digest(json!({"n": 1234567890123456789_u64, "request_id": "x"})),
+        digest(json!({"n": 1234567890123456789_u64}))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tool_error_is_recorded_and_replayed_too() {
     let idempotency = Idempotency::default();

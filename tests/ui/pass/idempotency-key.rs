@@ -64,7 +64,6 @@ fn main() {
         assert!(!hints.get(Hint::ReadOnly).value);
         assert_eq!(tool.meta.as_ref().unwrap().0[KEY_META_KEY], field);
     }
-    std::panic::set_hook(Box::new(|_| {}));
     check_broken_router();
 }
 
@@ -95,12 +94,8 @@ impl Broken {
 }
 
 pub fn check_broken_router() {
-    let panic = std::panic::catch_unwind(Broken::broken_router).unwrap_err();
-    let message = panic.downcast_ref::<String>().unwrap();
-    assert_eq!(
-        message,
-        "`#[tool(idempotency_key = \"request_id\")]` on `pay`: its input schema has no property \
-         `request_id`; add `request_id: String` to the tool's argument struct, documented so that \
-         clients send the same value on a resend"
-    );
+    // Built without a panic: the tool is listed, and its calls are answered
+    // with an error saying what to add (tested in runtime/tests/client.rs).
+    let router = Broken::broken_router();
+    assert!(router.get("pay").is_some());
 }
