@@ -90,6 +90,14 @@ local function ms(n)
   return string.format('%.0f', n)
 end
 
+-- The members every state of `record` keeps, as the start of its JSON: the
+-- record is rebuilt as text so that a result's JSON is never decoded and
+-- encoded again by cjson.
+local function head(record)
+  return '{"arguments":' .. cjson.encode(record.arguments)
+    .. ',"createdMs":' .. ms(record.createdMs)
+end
+
 -- The record under KEYS[1] when it is in progress under `token`; or the
 -- reply to give (`not_held`, or `corrupt` and the reason).
 local function leased(token)
@@ -149,8 +157,7 @@ local record, reply = leased(ARGV[1])
 if not record then
   return reply
 end
-redis.call('SET', KEYS[1], '{"arguments":' .. cjson.encode(record.arguments)
-  .. ',"createdMs":' .. ms(record.createdMs)
+redis.call('SET', KEYS[1], head(record)
   .. ',"state":"in_progress","token":' .. cjson.encode(record.token)
   .. ',"leaseUntilMs":' .. ARGV[2] .. '}', 'KEEPTTL')
 -- A call still running keeps its record at least until its lease ends.
@@ -175,8 +182,7 @@ local record, reply = leased(ARGV[1])
 if not record then
   return reply
 end
-redis.call('SET', KEYS[1], '{"arguments":' .. cjson.encode(record.arguments)
-  .. ',"createdMs":' .. ms(record.createdMs)
+redis.call('SET', KEYS[1], head(record)
   .. ',"state":"completed","result":' .. ARGV[2]
   .. ',"completedMs":' .. ARGV[3] .. '}', 'PX', ARGV[4])
 return {'done'}
