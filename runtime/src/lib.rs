@@ -1,4 +1,5 @@
-#![doc = include_str!("../../README.md")]
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 #[cfg(feature = "client")]
@@ -9,6 +10,7 @@ pub mod hints;
 pub mod idempotency;
 pub mod pagination;
 pub mod policy;
+pub mod wire;
 
 #[doc(hidden)]
 pub mod __private;

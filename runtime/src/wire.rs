@@ -1,0 +1,1 @@
+//! What reaches rmcp from the wire: placeholder for the request guard.
