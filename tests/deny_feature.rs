@@ -1,5 +1,6 @@
 //! The crate feature `deny-undeclared-hints` turns every `undeclared_hints`
-//! warning into an error, and leaves a fully declared server building.
+//! warning into an error, and leaves a fully declared server building;
+//! `allow-undeclared-hints` silences the warning, and is outranked by deny.
 //!
 //! Features cannot vary between trybuild cases, so this test runs
 //! `cargo check` on the notes example in a target directory of its own.
@@ -45,4 +46,27 @@ fn deny_feature_turns_the_warning_into_an_error_and_spares_declared_tools() {
     let stderr = String::from_utf8_lossy(&declared.stderr);
     assert!(declared.status.success(), "build should pass:\n{stderr}");
     assert!(!stderr.contains("undeclared"), "{stderr}");
+}
+
+#[test]
+fn allow_feature_silences_the_warning_and_deny_outranks_it() {
+    let warned = check_notes("lint-demo");
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(warned.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("tool `touch` leaves readOnlyHint"),
+        "the warning shows without the feature:\n{stderr}"
+    );
+
+    let quiet = check_notes("lint-demo,mcp-hints/allow-undeclared-hints");
+    let stderr = String::from_utf8_lossy(&quiet.stderr);
+    assert!(quiet.status.success(), "{stderr}");
+    assert!(!stderr.contains("undeclared"), "{stderr}");
+
+    let both = check_notes(
+        "lint-demo,mcp-hints/allow-undeclared-hints,mcp-hints/deny-undeclared-hints",
+    );
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(!both.status.success(), "deny outranks allow:\n{stderr}");
+    assert!(stderr.contains("`undeclared_hints` is denied"), "{stderr}");
 }

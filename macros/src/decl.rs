@@ -243,7 +243,35 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
             ),
         },
     };
-    format!("{} contradicts {}: {why}", later.syntax(), earlier.syntax())
+    let fix = rmcp_fix(later, earlier)
+        .map(|fix| format!("; {fix}"))
+        .unwrap_or_default();
+    format!("{} contradicts {}: {why}{fix}", later.syntax(), earlier.syntax())
+}
+
+/// For a contradiction written wholly in rmcp's `annotations(...)` syntax
+/// (which rmcp itself compiles, putting the contradiction on the wire), the
+/// fix in that syntax.
+fn rmcp_fix(later: FlagKind, earlier: FlagKind) -> Option<String> {
+    let (FlagKind::Annotation(a, a_value), FlagKind::Annotation(b, b_value)) = (later, earlier)
+    else {
+        return None;
+    };
+    let other = match (a, a_value, b, b_value) {
+        (Hint::ReadOnly, true, other, value) | (other, value, Hint::ReadOnly, true) => {
+            (other, value)
+        }
+        _ => return None,
+    };
+    let fixed = match other {
+        (Hint::Destructive, true) => "destructive_hint = false",
+        (Hint::Idempotent, false) => "idempotent_hint = true",
+        _ => return None,
+    };
+    Some(format!(
+        "rmcp compiles this, and clients then see a contradiction: write `{fixed}` (or leave it \
+         out), or `read_only_hint = false` if the tool writes"
+    ))
 }
 
 fn declares_write(kind: FlagKind) -> bool {

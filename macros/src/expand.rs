@@ -245,9 +245,27 @@ pub fn router_fn(router: &Ident, vis: &syn::Visibility, tools: &[&ToolFn]) -> To
     }
 }
 
+/// The router of a type without generics, built once: `#[tool_handler]`
+/// then serves every request from it instead of building it anew.
+pub fn router_once(self_ty: &Type) -> TokenStream {
+    let p = private();
+    quote! {
+        impl #p::GeneratedRouter for #self_ty {
+            fn router_once() -> &'static #p::rmcp::handler::server::router::tool::ToolRouter<Self> {
+                static ROUTER: ::std::sync::OnceLock<
+                    #p::rmcp::handler::server::router::tool::ToolRouter<#self_ty>,
+                > = ::std::sync::OnceLock::new();
+                ROUTER.get_or_init(<#self_ty>::tool_router)
+            }
+        }
+    }
+}
+
 /// Options of the generated `ServerHandler` methods.
 pub struct HandlerOptions {
-    pub router: Expr,
+    /// `router = expr`; `None` serves `Self::tool_router()`, the router
+    /// `#[tool_router]` makes under its default name.
+    pub router: Option<Expr>,
     pub meta: Option<Expr>,
     pub name: Option<Expr>,
     pub version: Option<Expr>,
@@ -266,7 +284,20 @@ pub struct HandlerOptions {
 pub fn handler_methods(options: &HandlerOptions, existing: &[Ident]) -> Vec<TokenStream> {
     let p = private();
     let rmcp = quote!(#p::rmcp);
-    let router = &options.router;
+    let router = match &options.router {
+        Some(router) => quote!((#router)),
+        // Built once when `#[tool_router]` made it for a type without
+        // generics (it is then the same on every request); otherwise built
+        // on every request, as rmcp does. A type with no `tool_router` at
+        // all is told to add `#[tool_router]`.
+        None => quote! {
+            {
+                #[allow(unused_imports)]
+                use #p::{NoToolRouter as _, RouterOnce as _, RouterEachTime as _};
+                (&#p::RouterProbe::<Self, _>::new(|| Self::tool_router())).router()
+            }
+        },
+    };
     let has = |name: &str| existing.iter().any(|ident| ident == name);
     let mut methods = Vec::new();
     if !has("call_tool") {

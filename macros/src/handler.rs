@@ -21,7 +21,7 @@ const KEYS: [&str; 6] = [
 pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::default();
     let mut options = HandlerOptions {
-        router: syn::parse_quote!(Self::tool_router()),
+        router: None,
         meta: None,
         name: None,
         version: None,
@@ -68,7 +68,7 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
         let value: Expr = meta.value()?.parse()?;
         match slot {
             Some(slot) => *slot = Some(value),
-            None => options.router = value,
+            None => options.router = Some(value),
         }
         Ok(())
     });

@@ -17,12 +17,15 @@ use crate::hint::Hint;
 pub const SILENCE: &str = "#[tool(allow(undeclared_hints))]";
 
 /// The level in force for one tool: its own, else its router's, else the
-/// crate-wide default (warn, or deny with the `deny-undeclared-hints`
-/// feature).
+/// crate-wide default: warn; deny with the `deny-undeclared-hints` feature;
+/// allow with `allow-undeclared-hints` (deny outranks it, so a CI build
+/// that denies is never quieted by a dependency's migration).
 pub fn level(tool: Option<LintLevel>, router: Option<LintLevel>) -> LintLevel {
     tool.or(router)
         .unwrap_or(if cfg!(feature = "deny-undeclared-hints") {
             LintLevel::Deny
+        } else if cfg!(feature = "allow-undeclared-hints") {
+            LintLevel::Allow
         } else {
             LintLevel::Warn
         })

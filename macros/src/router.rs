@@ -105,11 +105,13 @@ pub fn tool_router(args: TokenStream, item: TokenStream) -> TokenStream {
         .collect();
     let router_fn = expand::router_fn(&router_args.router, &router_args.vis, &valid);
     item_impl.items.push(ImplItem::Verbatim(router_fn));
+    let once = (router_args.router == "tool_router" && item_impl.generics.params.is_empty())
+        .then(|| expand::router_once(&item_impl.self_ty));
     let handler = router_args
         .server_handler
         .then(|| server_handler(&item_impl, &router_args));
     let errors = cx.check().err().map(syn::Error::into_compile_error);
-    quote!(#errors #item_impl #handler)
+    quote!(#errors #item_impl #once #handler)
 }
 
 /// `#[tool]` on an associated const or type: one error, and the attribute
@@ -174,7 +176,7 @@ pub fn server_handler(item_impl: &ItemImpl, args: &RouterArgs) -> TokenStream {
     let p = expand::private();
     let router = &args.router;
     let options = HandlerOptions {
-        router: syn::parse_quote!(Self::#router()),
+        router: (router != "tool_router").then(|| syn::parse_quote!(Self::#router())),
         meta: None,
         name: None,
         version: None,

@@ -24,6 +24,81 @@ pub fn add_route<S>(router: &mut ToolRouter<S>, route: ToolRoute<S>) {
     router.map.insert(route.attr.name.clone(), route);
 }
 
+/// Implemented by `#[tool_router]` for a type without generics whose
+/// router it made under the default name: the router, built on first use
+/// and kept (it is the same on every request).
+pub trait GeneratedRouter: Sized + 'static {
+    /// The router, built once.
+    fn router_once() -> &'static ToolRouter<Self>;
+}
+
+/// Picks, at compile time, the router `#[tool_handler]` serves: the one
+/// built once when the type has it ([`RouterOnce`]), else the one `build`
+/// makes on every request ([`RouterEachTime`]). Method resolution prefers
+/// the impl on `RouterProbe` itself to the one on `&RouterProbe` and skips
+/// an impl whose bound fails, so no trait specialisation is needed.
+pub struct RouterProbe<T, F> {
+    build: F,
+    server: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T, F: Fn() -> ToolRouter<T>> RouterProbe<T, F> {
+    /// A probe that can build the router with `build`.
+    pub fn new(build: F) -> Self {
+        RouterProbe {
+            build,
+            server: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The router built once ([`GeneratedRouter`]).
+pub trait RouterOnce<T: 'static> {
+    /// The router to serve.
+    fn router(&self) -> std::borrow::Cow<'static, ToolRouter<T>>;
+}
+
+impl<T: GeneratedRouter, F> RouterOnce<T> for RouterProbe<T, F> {
+    fn router(&self) -> std::borrow::Cow<'static, ToolRouter<T>> {
+        std::borrow::Cow::Borrowed(T::router_once())
+    }
+}
+
+/// The router built for this request.
+pub trait RouterEachTime<T: 'static> {
+    /// The router to serve.
+    fn router(&self) -> std::borrow::Cow<'static, ToolRouter<T>>;
+}
+
+impl<T: 'static, F: Fn() -> ToolRouter<T>> RouterEachTime<T> for &RouterProbe<T, F> {
+    fn router(&self) -> std::borrow::Cow<'static, ToolRouter<T>> {
+        std::borrow::Cow::Owned((self.build)())
+    }
+}
+
+/// Stands in for `Self::tool_router()` when the type has none, so that the
+/// error says what to add instead of "no function `tool_router`".
+pub trait NoToolRouter: Sized {
+    /// Never callable: `Self: ToolRouterMissing` does not hold.
+    fn tool_router() -> ToolRouter<Self>
+    where
+        Self: ToolRouterMissing,
+    {
+        unreachable!("ToolRouterMissing has no implementations")
+    }
+}
+
+impl<T> NoToolRouter for T {}
+
+/// Implemented for no type: naming it in a bound reports a missing router.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no `tool_router()` for `#[tool_handler]` to serve",
+    label = "no router",
+    note = "put `#[tool_router]` on the `impl {Self}` block that holds the `#[tool]` methods, \
+            or name the router: `#[tool_handler(router = Self::my_router())]`"
+)]
+pub trait ToolRouterMissing {}
+
 /// Puts all four hints on `tool` and records their provenance in `_meta`.
 pub fn with_hints(
     mut tool: Tool,

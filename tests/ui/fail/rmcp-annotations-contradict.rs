@@ -13,6 +13,9 @@ impl Tools {
 
     #[tool(annotations(idempotent_hint = "yes", open_world_hint = false, read_only_hint = true))]
     fn c(&self) {}
+
+    #[tool(annotations(read_only_hint = true, idempotent_hint = false, open_world_hint = false))]
+    fn d(&self) {}
 }
 
 fn main() {}
