@@ -99,7 +99,11 @@ impl<T> NoToolRouter for T {}
 )]
 pub trait ToolRouterMissing {}
 
-/// Puts all four hints on `tool` and records their provenance in `_meta`.
+/// Puts all four hints on `tool` and, when any was left to its default,
+/// records every hint's provenance in `_meta`. A tool that declares all four
+/// carries no provenance: a reader takes every hint present on the wire as
+/// declared, which is then the truth, and every `tools/list` is the smaller
+/// for it.
 pub fn with_hints(
     mut tool: Tool,
     annotations_title: Option<&'static str>,
@@ -114,6 +118,10 @@ pub fn with_hints(
         idempotent,
         open_world,
     );
+    let annotated = tool.with_annotations(annotations);
+    if declared.iter().all(|declared| *declared) {
+        return annotated;
+    }
     let provenance: Map<String, Value> = Hint::ALL
         .into_iter()
         .zip(declared)
@@ -126,10 +134,11 @@ pub fn with_hints(
             (hint.wire_name().to_owned(), provenance.as_str().into())
         })
         .collect();
+    let mut tool = annotated;
     let mut meta = tool.meta.take().unwrap_or_default();
     meta.0
         .insert(PROVENANCE_META_KEY.to_owned(), Value::Object(provenance));
-    tool.with_annotations(annotations).with_meta(meta)
+    tool.with_meta(meta)
 }
 
 /// Names the argument carrying a keyed tool's idempotency key in its

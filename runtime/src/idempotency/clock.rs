@@ -20,6 +20,17 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+/// A clock shared: an `Arc` of one reads the same time as the clock itself,
+/// so a test (or two layers) can hold the clock an [`Idempotency`]
+/// reads.
+///
+/// [`Idempotency`]: super::Idempotency
+impl<C: Clock> Clock for std::sync::Arc<C> {
+    fn now(&self) -> SystemTime {
+        C::now(self)
+    }
+}
+
 /// The default clock: the wall-clock time when it was made, advanced by
 /// tokio's monotonic clock since. It moves with real time, does not jump
 /// when the system clock is set, and stands still under

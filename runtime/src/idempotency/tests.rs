@@ -433,11 +433,15 @@ async fn an_expired_key_counts_as_new() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_callers_lease_is_taken_over_once_it_is_over() {
-    let idempotency = Idempotency::builder().lease(Duration::from_secs(3)).build();
+    let clock = Arc::new(TokioClock::new());
+    let idempotency = Idempotency::builder()
+        .lease(Duration::from_secs(3))
+        .clock(clock.clone())
+        .build();
     let counter = Counter::default();
     let keyed = call(&idempotency, json!({"request_id": "k"}));
     // A process that died mid-call left its record in progress.
-    let now_ms = TokioClock::new().now_ms();
+    let now_ms = clock.now_ms();
     let dead = Claim {
         arguments: keyed.arguments_digest().to_owned(),
         token: "dead".to_owned(),
