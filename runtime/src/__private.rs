@@ -105,7 +105,7 @@ pub trait ToolRouterMissing {}
 /// declared, which is then the truth, and every `tools/list` is the smaller
 /// for it.
 pub fn with_hints(
-    mut tool: Tool,
+    tool: Tool,
     annotations_title: Option<&'static str>,
     values: [bool; 4],
     declared: [bool; 4],
