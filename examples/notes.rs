@@ -20,8 +20,21 @@
 //! `--http 127.0.0.1:8080` it serves MCP over streamable HTTP at
 //! `http://127.0.0.1:8080/mcp` (port 0 picks a free port) and prints, on
 //! stderr, `notes: serving MCP over streamable HTTP at http://ADDR/mcp` with
-//! the bound address; every HTTP session shares one notebook. `--page-size N`
-//! serves `tools/list` N tools per page (0, the default: one page).
+//! the bound address; every HTTP session shares one notebook. `ADDR` must be
+//! a loopback address (`127.0.0.1`, `[::1]`, `localhost`) unless `--public`
+//! is given; requests with an `Origin` other than the server's own
+//! (`http://127.0.0.1:PORT`, `http://localhost:PORT`, ...) or one given with
+//! `--allow-origin` are refused with 403, and `--allow-host NAME` adds a
+//! `Host` the server answers to (loopback names and the bound address are
+//! always accepted).
+//!
+//! Both transports run behind `mcp_hints::wire`: a malformed message gets
+//! the JSON-RPC error the specification names (over HTTP, status 400), a
+//! malformed notification gets none, and over stdio a request id already in
+//! flight is refused.
+//!
+//! `--page-size N` serves `tools/list` N tools per page (0, the default: one
+//! page).
 //! `--store` says where `add_note` keeps its idempotency records: `memory`
 //! (the default), `redb:PATH` (a file that survives a restart) or a
 //! `redis://` URL (shared by several replicas). Ctrl-C or SIGTERM stops
@@ -34,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use clap::Parser;
 use mcp_hints::idempotency::{Idempotency, IdempotentServer, RedbStore, RedisStore};
+use mcp_hints::wire::HttpGuard;
 use mcp_hints::{tool, tool_handler, tool_router};
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -246,9 +260,21 @@ struct Args {
     store: String,
     /// Serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio,
     /// e.g. 127.0.0.1:8080 (port 0 picks a free port; the address is printed
-    /// on stderr). Only requests whose Host is a loopback name are served.
+    /// on stderr). ADDR must be a loopback address unless --public is given.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+    /// Let --http listen on an address that is not loopback (reachable from
+    /// other machines: put authentication in front of it).
+    #[arg(long, requires = "http")]
+    public: bool,
+    /// Also serve requests from this browser origin, e.g.
+    /// https://app.example.com (repeatable); other Origins get 403.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// Also answer requests whose Host is this name or name:port
+    /// (repeatable); loopback names and the bound address always are.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -267,7 +293,7 @@ fn main() -> ExitCode {
             ..Notes::default()
         };
         match &args.http {
-            Some(address) => serve_http(notes, address).await,
+            Some(address) => serve_http(notes, address, &args).await,
             None => serve_stdio(notes).await,
         }
     });
@@ -322,12 +348,13 @@ fn redacted(store: &str) -> String {
 }
 
 /// Serves one session on stdin/stdout until the client closes it or a
-/// signal comes.
+/// signal comes, every message checked by the wire guard first.
 async fn serve_stdio(notes: Notes) -> Result<(), Box<dyn Error>> {
     let signal = shutdown_signal();
     tokio::pin!(signal);
+    let transport = mcp_hints::wire::guarded(tokio::io::stdin(), tokio::io::stdout());
     let service = tokio::select! {
-        service = notes.serve(rmcp::transport::stdio()) => service?,
+        service = notes.serve(transport) => service?,
         () = &mut signal => return Ok(()),
     };
     let stop = service.cancellation_token();
@@ -344,21 +371,46 @@ async fn serve_stdio(notes: Notes) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Serves MCP over streamable HTTP at `/mcp` on `address` until a signal
-/// comes; then ends every session and lets requests in flight finish.
-async fn serve_http(notes: Notes, address: &str) -> Result<(), Box<dyn Error>> {
-    let listener = tokio::net::TcpListener::bind(address)
+/// Serves MCP over streamable HTTP at `/mcp` on `address`, behind the HTTP
+/// guard, until a signal comes; then ends every session and lets requests
+/// in flight finish.
+async fn serve_http(notes: Notes, address: &str, args: &Args) -> Result<(), Box<dyn Error>> {
+    let cannot_listen = |error: std::io::Error| format!("cannot listen on {address}: {error}");
+    let addresses: Vec<_> = tokio::net::lookup_host(address)
         .await
-        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
+        .map_err(cannot_listen)?
+        .collect();
+    // The transport spec: "When running locally, servers SHOULD bind only to
+    // localhost". A wider address is a choice the operator makes.
+    if !args.public && addresses.iter().any(|address| !address.ip().is_loopback()) {
+        return Err(format!(
+            "--http {address} is not a loopback address; pass --public to listen beyond this machine"
+        )
+        .into());
+    }
+    let listener = tokio::net::TcpListener::bind(&addresses[..])
+        .await
+        .map_err(cannot_listen)?;
     let bound = listener.local_addr()?;
-    let config = StreamableHttpServerConfig::default();
+    let mut guard = HttpGuard::for_address(bound);
+    for origin in &args.allow_origin {
+        guard = guard
+            .allow_origin(origin)
+            .map_err(|error| format!("--allow-origin: {error}"))?;
+    }
+    let mut config = StreamableHttpServerConfig::default();
+    // rmcp checks `Host` (DNS rebinding); it accepts loopback names by
+    // default, and here also the bound address and each --allow-host.
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        config.allowed_hosts.push(bound.ip().to_string());
+    }
+    config.allowed_hosts.extend(args.allow_host.iter().cloned());
+    config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
     let sessions_end = config.cancellation_token.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(notes.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let guard = guard.sessions(sessions.clone());
+    let service = StreamableHttpService::new(move || Ok(notes.clone()), sessions, config);
+    let app = axum::Router::new().nest_service("/mcp", guard.service(service));
     eprintln!("notes: serving MCP over streamable HTTP at http://{bound}/mcp");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -1,0 +1,570 @@
+//! The HTTP guard: a tower layer in front of rmcp's `StreamableHttpService`.
+
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, ORIGIN};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+
+use super::check::{self, Refusal, Verdict};
+use super::{DEFAULT_MAX_BODY_BYTES, HTTP_MAX_DEPTH};
+
+/// The body the guarded service receives: the buffered body of a POST the
+/// guard checked, or the original body of any other request.
+pub type GuardedBody<B> = Either<Full<Bytes>, B>;
+
+/// The body of the guard's responses: its own answers, or the inner
+/// service's responses unchanged.
+pub type GuardResponseBody<B> = Either<Full<Bytes>, B>;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Asks the session manager whether a session exists.
+type SessionProbe = Arc<dyn Fn(SessionId) -> BoxFuture<Result<bool, String>> + Send + Sync>;
+
+/// The first protocol revision without sessions (rmcp answers DELETE there
+/// with 405 itself).
+const SESSIONLESS_REVISION: &str = "2026-07-28";
+
+/// A tower [`Layer`](tower_layer::Layer) for rmcp's streamable HTTP
+/// service that answers, before rmcp sees the request:
+///
+/// | request | answer |
+/// |---|---|
+/// | any method, with an `Origin` that is not the server's own or allowed | 403, `text/plain` |
+/// | DELETE of a session the session manager does not know (with [`sessions`](Self::sessions)) | 404, `text/plain` |
+/// | POST whose body is longer than [`max_body_bytes`](Self::max_body_bytes) | 413, JSON-RPC -32700, no id |
+/// | POST whose body is not JSON, or nests deeper than [`HTTP_MAX_DEPTH`](super::HTTP_MAX_DEPTH) | 400, JSON-RPC -32700, no id |
+/// | POST of a request with a bad envelope | 400, JSON-RPC -32600, its id when readable |
+/// | POST of `tools/call` with bad params, or params rmcp cannot read for a method it models | 400, JSON-RPC -32602, its id |
+/// | POST of a malformed notification or response | 400, `text/plain` (never a JSON-RPC answer) |
+///
+/// Only a POST whose `Content-Type` is `application/json` and whose
+/// `Accept` lists `application/json` and `text/event-stream` has its body
+/// checked; any other goes to rmcp untouched (which answers 415 or 406).
+/// Everything else, the `Host` check included, is rmcp's.
+///
+/// Sources: MCP basic/transports (2025-06-18, 2025-11-25) and
+/// basic/transports/streamable-http (2026-07-28): "If the `Origin` header is
+/// present and invalid, servers MUST respond with HTTP 403 Forbidden";
+/// a session ended is answered 404; input the server cannot accept gets an
+/// HTTP error status such as 400. JSON-RPC 2.0 §5.1 for the codes.
+///
+/// ```
+/// # fn app() -> Result<(), mcp_hints::wire::InvalidOrigin> {
+/// use std::sync::Arc;
+/// use mcp_hints::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+/// use mcp_hints::wire::HttpGuard;
+///
+/// let bound: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+/// let sessions = Arc::new(LocalSessionManager::default());
+/// let guard = HttpGuard::for_address(bound)
+///     .allow_origin("https://app.example.com")?
+///     .sessions(sessions.clone());
+/// // axum::Router::new().nest_service("/mcp", guard.service(rmcp_service))
+/// # let _ = guard;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct HttpGuard {
+    origins: Vec<Origin>,
+    max_body_bytes: usize,
+    sessions: Option<SessionProbe>,
+}
+
+impl fmt::Debug for HttpGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpGuard")
+            .field("origins", &self.origins)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("sessions", &self.sessions.is_some())
+            .finish()
+    }
+}
+
+impl HttpGuard {
+    /// A guard for a server listening on `bound`, allowing its own origins:
+    /// `http://` with the bound port and the bound address, and, when that
+    /// address is a loopback or unspecified one, also `localhost`,
+    /// `127.0.0.1` and `[::1]`. Bodies up to [`DEFAULT_MAX_BODY_BYTES`](super::DEFAULT_MAX_BODY_BYTES);
+    /// no session check until [`sessions`](Self::sessions).
+    pub fn for_address(bound: SocketAddr) -> Self {
+        let port = Some(bound.port());
+        let mut hosts = Vec::new();
+        let ip = bound.ip();
+        if ip.is_loopback() || ip.is_unspecified() {
+            hosts.extend(["localhost", "127.0.0.1", "[::1]"].map(str::to_owned));
+        }
+        if !ip.is_unspecified() {
+            hosts.push(match ip {
+                IpAddr::V4(ip) => ip.to_string(),
+                IpAddr::V6(ip) => format!("[{ip}]"),
+            });
+        }
+        let mut origins: Vec<Origin> = Vec::new();
+        for host in hosts {
+            let origin = Origin::Tuple {
+                scheme: "http".to_owned(),
+                host,
+                port,
+            };
+            if !origins.contains(&origin) {
+                origins.push(origin);
+            }
+        }
+        Self {
+            origins,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            sessions: None,
+        }
+    }
+
+    /// Also allows `origin`, as a browser sends it: `scheme://host` or
+    /// `scheme://host:port` (RFC 6454; the default port of `http` and
+    /// `https` may be left out or given), or `null`. Scheme and host are
+    /// compared without case.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidOrigin`] when `origin` is not of that form (a path, a query,
+    /// no scheme or no host).
+    pub fn allow_origin(mut self, origin: &str) -> Result<Self, InvalidOrigin> {
+        let parsed = Origin::parse(origin).ok_or_else(|| InvalidOrigin(origin.to_owned()))?;
+        if !self.origins.contains(&parsed) {
+            self.origins.push(parsed);
+        }
+        Ok(self)
+    }
+
+    /// The most bytes a POST body may have; a longer one is answered 413
+    /// with a JSON-RPC -32700 body. Keep rmcp's
+    /// `StreamableHttpServerConfig::max_request_body_bytes` at least this
+    /// large (both default to 4 MiB), or rmcp answers 413 first in plain
+    /// text.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Answers DELETE of a session that `sessions` does not know with 404
+    /// (rmcp 3.11 answers 202 for any session id). Pass the session manager
+    /// the rmcp service uses, in its legacy session mode (rmcp's default).
+    /// A DELETE naming protocol revision 2026-07-28 or later, which has no
+    /// sessions, stays rmcp's (405).
+    pub fn sessions<M: SessionManager>(mut self, sessions: Arc<M>) -> Self {
+        self.sessions = Some(Arc::new(move |id: SessionId| {
+            let sessions = sessions.clone();
+            Box::pin(async move {
+                sessions
+                    .has_session(&id)
+                    .await
+                    .map_err(|error| error.to_string())
+            })
+        }));
+        self
+    }
+
+    /// Wraps `inner` (rmcp's `StreamableHttpService`, or any service of the
+    /// same shape) in this guard; the same as [`Layer::layer`](tower_layer::Layer::layer).
+    pub fn service<S>(&self, inner: S) -> HttpGuardService<S> {
+        HttpGuardService {
+            inner,
+            guard: Arc::new(self.clone()),
+        }
+    }
+
+    /// 403 for a present `Origin` that is not allowed (every value, when
+    /// the header is repeated); an absent one is allowed: clients that are
+    /// not browsers send none.
+    fn refuse_origin(&self, headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
+        let foreign = headers.get_all(ORIGIN).iter().find(|value| {
+            !value
+                .to_str()
+                .ok()
+                .and_then(Origin::parse)
+                .is_some_and(|origin| self.origins.contains(&origin))
+        })?;
+        let shown = check::shown(&String::from_utf8_lossy(foreign.as_bytes()));
+        tracing::warn!(origin = %shown, "refused a request from a foreign Origin");
+        Some(plain(
+            StatusCode::FORBIDDEN,
+            format!("Forbidden: Origin {shown} is not allowed"),
+        ))
+    }
+
+    /// 404 for DELETE of a session the manager does not know.
+    async fn refuse_delete(&self, headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
+        let probe = self.sessions.as_ref()?;
+        let revision = headers
+            .get("mcp-protocol-version")
+            .and_then(|value| value.to_str().ok());
+        if revision.is_some_and(|revision| revision >= SESSIONLESS_REVISION) {
+            return None;
+        }
+        let id = headers.get("mcp-session-id")?.to_str().ok()?;
+        match probe(id.into()).await {
+            Ok(true) => None,
+            Ok(false) => Some(plain(
+                StatusCode::NOT_FOUND,
+                "Not Found: Session not found".to_owned(),
+            )),
+            Err(error) => {
+                tracing::warn!(%error, "cannot ask the session manager; rmcp answers the DELETE");
+                None
+            }
+        }
+    }
+
+    /// The guard's answer to a POST body, or `None` to pass it to rmcp.
+    fn refuse_body(&self, body: &[u8]) -> Option<Response<Full<Bytes>>> {
+        let verdict = match check::check(body, HTTP_MAX_DEPTH) {
+            Verdict::Pass { kind, .. } => {
+                // rmcp parses the body again itself: read it the same way, so
+                // that what passes here is what rmcp reads.
+                let parsed = serde_json::from_slice::<ClientJsonRpcMessage>(body);
+                match check::settle(parsed, &kind) {
+                    Ok(_) => return None,
+                    Err(verdict) => verdict,
+                }
+            }
+            verdict => verdict,
+        };
+        Some(match verdict {
+            Verdict::Refuse(refusal) => jsonrpc(StatusCode::BAD_REQUEST, &refusal),
+            Verdict::Drop(reason) => plain(
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: malformed {reason}"),
+            ),
+            Verdict::Pass { .. } => unreachable!("handled above"),
+        })
+    }
+}
+
+impl<S> tower_layer::Layer<S> for HttpGuard {
+    type Service = HttpGuardService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        self.service(inner)
+    }
+}
+
+/// The service [`HttpGuard`] makes: answers what the guard refuses, passes
+/// everything else to `S`.
+///
+/// It takes `http::Request<B>` for any body `B` of [`Bytes`] (axum's
+/// included) and calls `S` with `Request<`[`GuardedBody<B>`]`>`; its
+/// responses have the body [`GuardResponseBody`]. Errors are `S`'s.
+#[derive(Clone)]
+pub struct HttpGuardService<S> {
+    inner: S,
+    guard: Arc<HttpGuard>,
+}
+
+impl<S> fmt::Debug for HttpGuardService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpGuardService")
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResBody> tower_service::Service<Request<B>> for HttpGuardService<S>
+where
+    S: tower_service::Service<Request<GuardedBody<B>>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: Send + 'static,
+{
+    type Response = Response<GuardResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The service polled ready is the one that is called.
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        let guard = self.guard.clone();
+        Box::pin(async move { guard.handle(inner, request).await })
+    }
+}
+
+impl HttpGuard {
+    async fn handle<S, B, ResBody>(
+        &self,
+        mut inner: S,
+        request: Request<B>,
+    ) -> Result<Response<GuardResponseBody<ResBody>>, S::Error>
+    where
+        S: tower_service::Service<Request<GuardedBody<B>>, Response = Response<ResBody>>,
+        B: Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let own = |response: Response<Full<Bytes>>| Ok(response.map(Either::Left));
+        if let Some(response) = self.refuse_origin(request.headers()) {
+            return own(response);
+        }
+        if request.method() == Method::DELETE
+            && let Some(response) = self.refuse_delete(request.headers()).await
+        {
+            return own(response);
+        }
+        if request.method() != Method::POST || !rmcp_reads_body(request.headers()) {
+            let response = inner.call(request.map(Either::Right)).await?;
+            return Ok(response.map(Either::Right));
+        }
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, self.max_body_bytes).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<LengthLimitError>() => {
+                let refusal =
+                    Refusal::parse_error(format!("body longer than {} bytes", self.max_body_bytes));
+                return own(jsonrpc(StatusCode::PAYLOAD_TOO_LARGE, &refusal));
+            }
+            Err(error) => {
+                return own(plain(
+                    StatusCode::BAD_REQUEST,
+                    format!("Bad Request: cannot read the body: {error}"),
+                ));
+            }
+        };
+        if let Some(response) = self.refuse_body(&body) {
+            return own(response);
+        }
+        let request = Request::from_parts(parts, Either::Left(Full::new(body)));
+        let response = inner.call(request).await?;
+        Ok(response.map(Either::Right))
+    }
+}
+
+/// Whether rmcp would parse this POST's body: `Content-Type` is
+/// `application/json` and `Accept` lists both `application/json` and
+/// `text/event-stream` (a `q=0` entry does not count). Otherwise rmcp
+/// answers 415 or 406 without reading it.
+fn rmcp_reads_body(headers: &HeaderMap) -> bool {
+    let json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| essence(value).eq_ignore_ascii_case("application/json"));
+    let accepted = |wanted: &str| {
+        headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|entry| {
+                let mut parts = entry.split(';');
+                let media_type = parts.next().unwrap_or_default().trim();
+                let refused = parts.any(|parameter| {
+                    parameter.split_once('=').is_some_and(|(name, value)| {
+                        name.trim().eq_ignore_ascii_case("q") && zero_quality(value)
+                    })
+                });
+                !refused && media_type.eq_ignore_ascii_case(wanted)
+            })
+    };
+    json && accepted("application/json") && accepted("text/event-stream")
+}
+
+/// `q=0`, `q=0.0`, ... (RFC 9110 §12.4.2): the media type is not accepted.
+fn zero_quality(value: &str) -> bool {
+    let value = value.trim();
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    whole == "0" && fraction.len() <= 3 && fraction.bytes().all(|digit| digit == b'0')
+}
+
+fn essence(media_type: &str) -> &str {
+    media_type.split(';').next().unwrap_or_default().trim()
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn jsonrpc(status: StatusCode, refusal: &Refusal) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(refusal.to_json())));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An origin as RFC 6454 §6 serializes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    /// `null`: sandboxed documents, `file:` pages, some redirects.
+    Null,
+    Tuple {
+        /// Lower case.
+        scheme: String,
+        /// Lower case; an IPv6 address in brackets.
+        host: String,
+        /// The port, or the scheme's default; `None` for a scheme without one.
+        port: Option<u16>,
+    },
+}
+
+impl Origin {
+    fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("null") {
+            return Some(Self::Null);
+        }
+        let uri = http::Uri::try_from(text).ok()?;
+        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let authority = uri.authority()?;
+        if authority.as_str().contains('@')
+            || !matches!(uri.path(), "" | "/")
+            || uri.query().is_some()
+            || text.ends_with('/')
+        {
+            return None;
+        }
+        let default_port = match scheme.as_str() {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        };
+        Some(Self::Tuple {
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().or(default_port),
+            scheme,
+        })
+    }
+}
+
+/// An origin [`HttpGuard::allow_origin`] cannot read; holds the text given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidOrigin(pub String);
+
+impl fmt::Display for InvalidOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is not an origin: write scheme://host or scheme://host:port, without a path, or null",
+            check::shown(&self.0)
+        )
+    }
+}
+
+impl std::error::Error for InvalidOrigin {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loopback() -> HttpGuard {
+        HttpGuard::for_address("127.0.0.1:8080".parse().unwrap())
+    }
+
+    fn origin_refused(guard: &HttpGuard, origin: &str) -> bool {
+        let mut headers = HeaderMap::new();
+        headers.insert(ORIGIN, HeaderValue::from_str(origin).unwrap());
+        guard.refuse_origin(&headers).is_some()
+    }
+
+    #[test]
+    fn own_loopback_origins_pass_and_others_are_refused() {
+        let guard = loopback();
+        for own in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "HTTP://LOCALHOST:8080",
+            "http://[::1]:8080",
+        ] {
+            assert!(!origin_refused(&guard, own), "{own}");
+        }
+        for foreign in [
+            "http://evil.example",
+            "http://127.0.0.1:8081",
+            "https://localhost:8080",
+            "http://localhost",
+            "null",
+            "not an origin",
+        ] {
+            assert!(origin_refused(&guard, foreign), "{foreign}");
+        }
+        assert!(guard.refuse_origin(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn allowed_origins_match_by_scheme_host_and_port() {
+        let guard = loopback()
+            .allow_origin("https://app.example.com")
+            .unwrap()
+            .allow_origin("null")
+            .unwrap();
+        assert!(!origin_refused(&guard, "https://app.example.com:443"));
+        assert!(!origin_refused(&guard, "https://APP.example.com"));
+        assert!(!origin_refused(&guard, "null"));
+        assert!(origin_refused(&guard, "http://app.example.com"));
+        assert!(origin_refused(&guard, "https://app.example.com:8443"));
+    }
+
+    #[test]
+    fn an_origin_with_a_path_is_not_an_origin() {
+        let error = loopback()
+            .allow_origin("https://app.example.com/x")
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "\"https://app.example.com/x\" is not an origin: write scheme://host or \
+             scheme://host:port, without a path, or null"
+        );
+        assert!(loopback().allow_origin("app.example.com").is_err());
+    }
+
+    #[test]
+    fn only_bodies_rmcp_would_read_are_checked() {
+        let headers = |content_type: &str, accept: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap());
+            headers.insert(ACCEPT, HeaderValue::from_str(accept).unwrap());
+            headers
+        };
+        let both = "application/json, text/event-stream";
+        assert!(rmcp_reads_body(&headers("application/json", both)));
+        assert!(rmcp_reads_body(&headers(
+            "Application/JSON; charset=utf-8",
+            both
+        )));
+        assert!(!rmcp_reads_body(&headers("text/plain", both)));
+        assert!(!rmcp_reads_body(&headers(
+            "application/json",
+            "application/json"
+        )));
+        assert!(!rmcp_reads_body(&headers(
+            "application/json",
+            "application/json, text/event-stream;q=0"
+        )));
+        assert!(rmcp_reads_body(&headers(
+            "application/json",
+            "application/json;q=0.5, text/event-stream;q=1"
+        )));
+    }
+}
