@@ -268,7 +268,7 @@ struct Args {
     #[arg(long, requires = "http")]
     public: bool,
     /// Also serve requests from this browser origin, e.g.
-    /// https://app.example.com (repeatable); other Origins get 403.
+    /// `https://app.example.com` (repeatable); other Origins get 403.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     allow_origin: Vec<String>,
     /// Also answer requests whose Host is this name or name:port

@@ -63,9 +63,8 @@ fn allow_feature_silences_the_warning_and_deny_outranks_it() {
     assert!(quiet.status.success(), "{stderr}");
     assert!(!stderr.contains("undeclared"), "{stderr}");
 
-    let both = check_notes(
-        "lint-demo,mcp-hints/allow-undeclared-hints,mcp-hints/deny-undeclared-hints",
-    );
+    let both =
+        check_notes("lint-demo,mcp-hints/allow-undeclared-hints,mcp-hints/deny-undeclared-hints");
     let stderr = String::from_utf8_lossy(&both.stderr);
     assert!(!both.status.success(), "deny outranks allow:\n{stderr}");
     assert!(stderr.contains("`undeclared_hints` is denied"), "{stderr}");

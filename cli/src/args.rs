@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::live::ProtocolVersion;
+
 /// Check any MCP server's tool hints: what each tool declares, what a client
 /// may do after a timeout, and what changed since you approved it.
 #[derive(Debug, Parser)]
@@ -104,7 +106,9 @@ pub struct TargetArgs {
     /// A stdio server to spawn: everything after `--`.
     #[arg(last = true, value_name = "COMMAND", conflicts_with_all = ["files", "url"])]
     pub command: Vec<OsString>,
-    /// Seconds each request to a live server may take.
+    /// Seconds each request to a live server may take, from its first byte
+    /// sent to the last byte of the answer (the stdio server/discover probe
+    /// waits 10 at most).
     #[arg(
         long,
         value_name = "SECS",
@@ -113,12 +117,26 @@ pub struct TargetArgs {
         allow_negative_numbers = true
     )]
     pub timeout: std::time::Duration,
-    /// The client capabilities declared in `initialize`, as a JSON object.
+    /// The client capabilities declared in `initialize`, or in every
+    /// request's `_meta` under 2026-07-28, as a JSON object.
     #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_capabilities)]
     pub capabilities: serde_json::Value,
-    /// The MCP revision asked for in `initialize`.
-    #[arg(long, value_name = "VERSION", default_value = crate::live::LATEST_PROTOCOL_VERSION)]
-    pub protocol_version: String,
+    /// Speak this MCP revision and no other (2026-07-28, 2025-11-25,
+    /// 2025-06-18, 2025-03-26 or 2024-11-05): a server that refuses it is
+    /// exit 2. Without it, 2026-07-28 is tried first and `initialize`
+    /// (2025-11-25, or what the server answers) is the fallback.
+    #[arg(long, value_name = "VERSION")]
+    pub protocol_version: Option<ProtocolVersion>,
+    /// The most bytes one message from a live server may have (a stdout
+    /// line, an HTTP body, an SSE event): more is exit 2. A number of bytes,
+    /// or with KiB, MiB or GiB.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value = "64MiB",
+        value_parser = parse_bytes
+    )]
+    pub max_response_bytes: usize,
     /// An HTTP header for --url servers, e.g. `Authorization: Bearer …`
     /// (repeatable).
     #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
@@ -141,6 +159,37 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
         .ok()
         .filter(|duration| !duration.is_zero())
         .ok_or_else(|| format!("`{text}` seconds is too long or too short a timeout"))
+}
+
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" | "k" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: give bytes, or a number with KiB, MiB or GiB"
+            ));
+        }
+    };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|number| number.checked_mul(scale))
+        .ok_or_else(|| {
+            format!("`{text}` is not a size: give bytes, or a number with KiB, MiB or GiB")
+        })?;
+    match usize::try_from(bytes) {
+        Ok(0) => Err("the bound must be at least 1 byte".to_owned()),
+        Ok(bytes) => Ok(bytes),
+        Err(_) => Err(format!("`{text}` is more than this machine can address")),
+    }
 }
 
 fn parse_max_pages(text: &str) -> Result<usize, String> {
@@ -168,4 +217,21 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
         return Err(format!("`{text}` has no header name"));
     }
     Ok((name.to_owned(), value.trim().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("8 KiB"), Ok(8 << 10));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("1.5MiB").is_err());
+        assert!(parse_bytes("ten").is_err());
+        assert!(parse_bytes("99999999999999999999").is_err());
+    }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::source::Origin;
 use crate::table::{Cell, render};
-use crate::text::{count, shown};
+use crate::text::{count, one_line, shown};
 
 /// The audit of one list.
 pub struct Audit<'a> {
@@ -115,8 +115,11 @@ impl<'a> Audit<'a> {
     /// The report for people: header, table, drift, summary.
     pub fn to_text(&self, origin: &Origin) -> String {
         let mut out = String::new();
+        // The header quotes the server's `initialize` result: each line is
+        // escaped once more as a whole, so that no part of it, escaped or
+        // not where it was put together, can end the line.
         for line in origin.header() {
-            out.push_str(&line);
+            out.push_str(&one_line(&line));
             out.push('\n');
         }
         out.push_str(match self.trust {

@@ -16,6 +16,7 @@ pub mod text;
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstyle::{AnsiColor, Style};
 use mcp_hints::collect::CollectOptions;
@@ -37,6 +38,18 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// process group of its own that a terminal's Ctrl-C does not reach, is
 /// stopped with its group, and the status is 128 plus the signal's number.
 pub async fn run(cli: Cli) -> ExitCode {
+    let (json, output) = match &cli.command {
+        Command::Audit(args) => (args.json, "report"),
+        Command::Lint(args) => (args.json, "report"),
+        Command::Pin(_) => (false, "lock"),
+    };
+    if stdout_closed() {
+        // Checked before a server is started for nothing.
+        return failed(
+            json,
+            &format!("cannot write the {output}: stdout is closed (`>&-`); redirect it to a file"),
+        );
+    }
     let command = async {
         match cli.command {
             Command::Audit(args) => (args.json, audit(args).await),
@@ -60,26 +73,45 @@ pub async fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(message) => {
-            if json {
-                // The report's reader may be gone; stderr still says why.
-                let _ = writeln!(std::io::stdout(), "{}", json!({ "error": message }));
-            }
-            let message = text::shown_lines(&message);
-            let style = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
-            let _ = writeln!(
-                anstream::stderr(),
-                "{}error{}: {message}",
-                style.render(),
-                style.render_reset()
-            );
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
+        Err(message) => failed(json, &message),
     }
 }
 
-/// Writes the report; colour is stripped unless stdout is a terminal (or
-/// CLICOLOR_FORCE is set).
+/// Says why the command failed, on stderr (and with `--json` on stdout as
+/// `{"error": ...}`), and returns exit status 2. The message may quote a
+/// server: every character that could forge a line or drive the terminal
+/// is escaped, but its own lines (a server's stderr) are kept.
+fn failed(json: bool, message: &str) -> ExitCode {
+    if json {
+        // The report's reader may be gone; stderr still says why.
+        let _ = writeln!(std::io::stdout(), "{}", json!({ "error": message }));
+    }
+    let message = text::shown_lines(message);
+    let style = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
+    let _ = writeln!(
+        anstream::stderr(),
+        "{}error{}: {message}",
+        style.render(),
+        style.render_reset()
+    );
+    ExitCode::from(EXIT_BAD_INPUT)
+}
+
+/// Set when descriptor 1 was closed as the process started.
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Records that stdout was closed when the process started (`>&-`), as
+/// the `mcp-hints` executable finds out before `main` (Rust's runtime then
+/// reopens it on /dev/null, where the report would vanish unseen). [`run`]
+/// then writes nothing and exits with status 2.
+pub fn stdout_closed_at_start() {
+    STDOUT_CLOSED_AT_START.store(true, Ordering::Relaxed);
+}
+
+fn stdout_closed() -> bool {
+    STDOUT_CLOSED_AT_START.load(Ordering::Relaxed)
+}
+
 /// The first of SIGINT, SIGTERM and SIGHUP to arrive: its name and number.
 /// Never, where they cannot be watched.
 #[cfg(unix)]
@@ -115,6 +147,8 @@ async fn interrupted() -> (&'static str, u8) {
     }
 }
 
+/// Writes the report; colour is stripped unless stdout is a terminal (or
+/// CLICOLOR_FORCE is set).
 fn print(text: &str) -> Result<(), String> {
     let mut stdout = anstream::stdout();
     written(
@@ -247,9 +281,12 @@ fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
     let (s, sr) = (bold.render(), bold.render_reset());
     let mut out = String::new();
     for finding in findings {
+        // The messages quote the server (escaped where they were put
+        // together); each line is escaped once more as a whole.
         out.push_str(&format!(
             "{l}{level}[{}]{lr}{s}: {}{sr}\n",
-            finding.rule, finding.message
+            finding.rule,
+            text::one_line(&finding.message)
         ));
         out.push_str(&format!(
             "  {b}-->{br} tool `{}` (page {})\n",
@@ -257,9 +294,15 @@ fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
             finding.page
         ));
         if let Some(note) = &finding.note {
-            out.push_str(&format!("   {b}={br} {s}note{sr}: {note}\n"));
+            out.push_str(&format!(
+                "   {b}={br} {s}note{sr}: {}\n",
+                text::one_line(note)
+            ));
         }
-        out.push_str(&format!("   {b}={br} {s}help{sr}: {}\n\n", finding.help));
+        out.push_str(&format!(
+            "   {b}={br} {s}help{sr}: {}\n\n",
+            text::one_line(&finding.help)
+        ));
     }
     let mut with_findings: Vec<&str> = findings.iter().map(|f| f.tool.as_str()).collect();
     with_findings.sort_unstable();

@@ -13,7 +13,7 @@
 //! Sources: MCP schema `Tool` and `ToolAnnotations` (2025-06-18 to
 //! 2026-07-28), the tool-name rule of 2025-11-25 (`server/tools`).
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use mcp_hints::collect::{ListedTool, ToolList};
@@ -355,6 +355,7 @@ fn misplaced(name: &str, definition: &Map<String, Value>) -> Vec<(String, String
     let mut found = Vec::new();
     for key in definition.keys() {
         if let Some(hint) = hint_like(key) {
+            let key = shown(key);
             found.push((
                 format!("tool `{name}` has `{key}` outside `annotations`"),
                 format!(
@@ -371,6 +372,7 @@ fn misplaced(name: &str, definition: &Map<String, Value>) -> Vec<(String, String
                 continue;
             };
             if key != hint.wire_name() {
+                let key = shown(key);
                 found.push((
                     format!("tool `{name}` has `annotations.{key}`, which is not a hint"),
                     format!(
@@ -397,13 +399,12 @@ fn name_problem(name: &str) -> Option<String> {
     if length > 128 {
         return Some(format!("is {length} characters long, more than 128"));
     }
-    let mut bad: Vec<String> = Vec::new();
-    for c in name.chars().filter(|c| !spec_char(*c)) {
-        let shown = format!("{c:?}");
-        if !bad.contains(&shown) {
-            bad.push(shown);
-        }
-    }
+    let mut seen = HashSet::new();
+    let bad: Vec<String> = name
+        .chars()
+        .filter(|c| !spec_char(*c) && seen.insert(*c))
+        .map(|c| format!("`{}`", shown(c.encode_utf8(&mut [0; 4]))))
+        .collect();
     (!bad.is_empty()).then(|| format!("contains {}", join(&bad)))
 }
 
@@ -422,35 +423,37 @@ fn client_safe(name: &str) -> String {
         .collect()
 }
 
+/// One finding per set of names that collide, in the order of each set's
+/// first tool; linear in the number of tools.
 fn collisions(list: &ToolList) -> Vec<Finding> {
-    let mut groups: BTreeMap<String, Vec<&ListedTool>> = BTreeMap::new();
+    // The sets, in the order of their first tool, and where each one is.
+    let mut groups: Vec<Vec<&ListedTool>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::with_capacity(list.tools.len());
     for tool in &list.tools {
-        groups
-            .entry(client_safe(&tool.name))
-            .or_default()
-            .push(tool);
+        let next = groups.len();
+        let group = *group_of.entry(client_safe(&tool.name)).or_insert(next);
+        if group == next {
+            groups.push(Vec::new());
+        }
+        groups[group].push(tool);
     }
-    let mut findings: Vec<Finding> = groups
+    groups
         .into_iter()
-        .filter(|(_, tools)| tools.len() > 1)
-        .map(|(safe, tools)| {
+        .filter(|tools| tools.len() > 1)
+        .map(|tools| {
             let names: Vec<String> = tools
                 .iter()
-                .map(|tool| format!("`{}`", tool.name))
+                .map(|tool| format!("`{}`", shown(&tool.name)))
                 .collect();
-            let mut replaced: Vec<String> = Vec::new();
-            for tool in &tools {
-                for c in tool.name.chars() {
-                    let shown = format!("`{}`", c.escape_default());
-                    if !(c.is_ascii_alphanumeric()
-                        || c == '_'
-                        || c == '-'
-                        || replaced.contains(&shown))
-                    {
-                        replaced.push(shown);
-                    }
-                }
-            }
+            // The characters replaced, each once, in the order met.
+            let mut seen = HashSet::new();
+            let replaced: Vec<String> = tools
+                .iter()
+                .flat_map(|tool| tool.name.chars())
+                .filter(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+                .filter(|c| seen.insert(*c))
+                .map(|c| format!("`{}`", shown(c.encode_utf8(&mut [0; 4]))))
+                .collect();
             Finding {
                 rule: Rule::CollidingToolNames,
                 tool: tools[0].name.clone(),
@@ -458,7 +461,7 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
                 message: format!(
                     "tool names {} collide as `{}` once {} is replaced by `_`",
                     join(&names),
-                    shown(&safe),
+                    shown(&client_safe(&tools[0].name)),
                     join(&replaced)
                 ),
                 note: Some(format!(
@@ -471,12 +474,5 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
                     .to_owned(),
             }
         })
-        .collect();
-    findings.sort_by_key(|finding| {
-        list.tools
-            .iter()
-            .position(|tool| tool.name == finding.tool)
-            .unwrap_or(usize::MAX)
-    });
-    findings
+        .collect()
 }

@@ -18,3 +18,35 @@ fn main() -> ExitCode {
     };
     runtime.block_on(mcp_hints_cli::run(cli))
 }
+
+/// Records whether stdout is closed (`mcp-hints pin >&-`). It runs before
+/// `main`, as a constructor of the executable, because before `main` Rust's
+/// runtime opens /dev/null on a standard descriptor it finds closed: every
+/// write would then succeed unseen, and /dev/null opened by the runtime
+/// cannot be told from /dev/null opened by a caller who wants no output.
+#[cfg(unix)]
+extern "C" fn record_closed_stdout() {
+    // SAFETY: F_GETFD reads a descriptor's flags; no memory is passed.
+    if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+        mcp_hints_cli::stdout_closed_at_start();
+    }
+}
+
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "illumos",
+    target_os = "solaris"
+))]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RECORD_CLOSED_STDOUT: extern "C" fn() = record_closed_stdout;
+
+#[cfg(target_vendor = "apple")]
+#[used]
+#[unsafe(link_section = "__DATA,__mod_init_func")]
+static RECORD_CLOSED_STDOUT: extern "C" fn() = record_closed_stdout;

@@ -8,56 +8,93 @@ use mcp_hints::collect::{CollectError, CollectOptions, Collector, ToolList};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::args::TargetArgs;
-use crate::live::{LiveError, LiveOptions, LiveTarget, Page, Session};
-use crate::text::shown;
+use crate::live::{LiveError, LiveOptions, LiveTarget, Negotiation, Page, Session};
+use crate::text::{one_line, shown};
 
 /// Where the tools came from, for the report.
 #[derive(Debug)]
 pub enum Origin {
     /// Saved pages, in the order given.
-    Files(Vec<PathBuf>),
+    Files {
+        /// The files.
+        files: Vec<PathBuf>,
+        /// Each page's members other than `tools`, in order (see
+        /// [`Origin::to_json`]).
+        page_fields: Vec<Value>,
+    },
     /// A live server.
     Live {
-        /// How it was reached: `stdio: cmd args` or `http: URL`.
+        /// How it was reached: ``MCP server `cmd args` `` or `MCP server at URL`.
         target: String,
-        /// The server's `initialize` result, as served.
-        initialize: Value,
-        /// The client capabilities declared in `initialize`.
+        /// The server's `Implementation` (`name`, `version`, …), as served.
+        server_info: Option<Value>,
+        /// The server's capabilities, from `initialize` or `server/discover`.
+        server_capabilities: Option<Value>,
+        /// The revision spoken, how the session opened, and why.
+        negotiation: Negotiation,
+        /// The client capabilities declared.
         capabilities: Value,
+        /// Each page's members other than `tools`, in order.
+        page_fields: Vec<Value>,
     },
 }
 
 impl Origin {
-    /// The report's JSON for the target, server and declared capabilities.
+    /// The report's JSON for the target, server, protocol, declared
+    /// capabilities and pages: `target`, `server` (`serverInfo`,
+    /// `protocolVersion`, `capabilities`), `protocol` (`version`,
+    /// `lifecycle`: `discover` or `initialize`, `forced`: whether
+    /// `--protocol-version` asked for it, `why`, `serverVersions`: what the
+    /// server said it supports), `clientCapabilities`, and `pageFields`:
+    /// for each page in order, the members of its `tools/list` result other
+    /// than `tools`, as served (`nextCursor`, and under 2026-07-28
+    /// `resultType`, `ttlMs`, `cacheScope`, `_meta`, …). `server`,
+    /// `protocol` and `clientCapabilities` are null for saved pages.
     pub fn to_json(&self) -> Value {
         match self {
-            Origin::Files(files) => json!({
+            Origin::Files { files, page_fields } => json!({
                 "target": { "kind": "files", "files": files },
                 "server": null,
+                "protocol": null,
                 "clientCapabilities": null,
+                "pageFields": page_fields,
             }),
             Origin::Live {
                 target,
-                initialize,
+                server_info,
+                server_capabilities,
+                negotiation,
                 capabilities,
+                page_fields,
             } => json!({
                 "target": { "kind": "live", "description": target },
                 "server": {
-                    "serverInfo": initialize.get("serverInfo"),
-                    "protocolVersion": initialize.get("protocolVersion"),
+                    "serverInfo": server_info,
+                    "protocolVersion": negotiation.version,
+                    "capabilities": server_capabilities,
+                },
+                "protocol": {
+                    "version": negotiation.version,
+                    "lifecycle": negotiation.lifecycle.as_str(),
+                    "forced": negotiation.forced,
+                    "why": negotiation.why,
+                    "serverVersions": negotiation.server_versions,
                 },
                 "clientCapabilities": capabilities,
+                "pageFields": page_fields,
             }),
         }
     }
 
-    /// The report's header lines for people.
+    /// The report's header lines for people: for a live server, `server:
+    /// NAME VERSION (TARGET)`, `protocol: VERSION via server/discover|initialize
+    /// (WHY)` and `client capabilities declared: JSON`.
     pub fn header(&self) -> Vec<String> {
         match self {
-            Origin::Files(files) => vec![format!(
+            Origin::Files { files, .. } => vec![format!(
                 "saved pages: {}",
                 files
                     .iter()
@@ -67,20 +104,19 @@ impl Origin {
             )],
             Origin::Live {
                 target,
-                initialize,
+                server_info,
+                negotiation,
                 capabilities,
+                ..
             } => {
-                let info = initialize.get("serverInfo");
                 let field = |key: &str| {
-                    info.and_then(|info| info.get(key))
+                    server_info
+                        .as_ref()
+                        .and_then(|info| info.get(key))
                         .and_then(Value::as_str)
                         .unwrap_or("?")
                         .to_owned()
                 };
-                let version = initialize
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?");
                 vec![
                     format!(
                         "server: {} {} ({})",
@@ -88,7 +124,12 @@ impl Origin {
                         shown(&field("version")),
                         shown(target)
                     ),
-                    format!("protocol: {version}"),
+                    format!(
+                        "protocol: {} via {} ({})",
+                        shown(&negotiation.version),
+                        negotiation.lifecycle.request(),
+                        one_line(&negotiation.why)
+                    ),
                     format!("client capabilities declared: {capabilities}"),
                 ]
             }
@@ -119,6 +160,17 @@ pub enum SourceError {
         /// What is wrong.
         error: CollectError,
     },
+    /// A page's `resultType` (2026-07-28) is not `complete`: the server
+    /// asks for input (`input_required`) or sent a kind of result this
+    /// command cannot read, so the page holds no tools to audit.
+    Incomplete {
+        /// Where the page came from.
+        origin: String,
+        /// The page, from 1.
+        page: usize,
+        /// Its `resultType`, as sent.
+        result_type: String,
+    },
 }
 
 impl fmt::Display for SourceError {
@@ -135,6 +187,17 @@ impl fmt::Display for SourceError {
             }
             SourceError::Live(error) => write!(f, "{error}"),
             SourceError::Collect { origin, error } => write!(f, "{origin}: {error}"),
+            SourceError::Incomplete {
+                origin,
+                page,
+                result_type,
+            } => write!(
+                f,
+                "{origin}: page {page} is not a complete result (resultType {}): the server asks \
+                 for more than mcp-hints gives (a tools/list answered with input_required needs \
+                 a client that answers its inputRequests), so the list is refused",
+                crate::live::quoted(result_type)
+            ),
         }
     }
 }
@@ -153,8 +216,14 @@ pub async fn fetch(
         return Err(SourceError::HeaderWithoutUrl);
     }
     if !target.files.is_empty() {
-        let list = from_files(&target.files, options)?;
-        return Ok((list, Origin::Files(target.files.clone())));
+        let (list, page_fields) = from_files(&target.files, options)?;
+        return Ok((
+            list,
+            Origin::Files {
+                files: target.files.clone(),
+                page_fields,
+            },
+        ));
     }
     let live = if let Some(url) = &target.url {
         LiveTarget::Url(url.clone())
@@ -169,17 +238,22 @@ pub async fn fetch(
     let live_options = LiveOptions {
         timeout: target.timeout,
         capabilities: target.capabilities.clone(),
-        protocol_version: target.protocol_version.clone(),
+        protocol_version: target.protocol_version,
         headers: target.headers.clone(),
+        max_response_bytes: target.max_response_bytes,
     };
     let mut session = Session::connect(&live, &live_options)
         .await
         .map_err(SourceError::Live)?;
-    let collected = collect_live(&mut session, options).await;
+    let mut page_fields = Vec::new();
+    let collected = collect_live(&mut session, options, &mut page_fields).await;
     let origin = Origin::Live {
         target: session.target().to_owned(),
-        initialize: session.initialize_result().clone(),
+        server_info: session.server_info().cloned(),
+        server_capabilities: session.opening_result().get("capabilities").cloned(),
+        negotiation: session.negotiation().clone(),
         capabilities: target.capabilities.clone(),
+        page_fields,
     };
     session.close().await;
     Ok((collected?, origin))
@@ -202,6 +276,7 @@ enum Work {
 async fn collect_live(
     session: &mut Session,
     options: CollectOptions,
+    page_fields: &mut Vec<Value>,
 ) -> Result<ToolList, SourceError> {
     let max_pages = options.max_pages;
     // Two pages in flight at most: the collector never falls far behind.
@@ -238,11 +313,11 @@ async fn collect_live(
                 skim_response(text, id).map(|next| (text.to_owned(), id, next))
             })
             .await;
-        let (page, next) = match page {
-            Ok(Page::Accepted((text, id, next))) => (Work::Response(text, id), next),
+        let (page, Skimmed { next, fields }) = match page {
+            Ok(Page::Accepted((text, id, skimmed))) => (Work::Response(text, id), skimmed),
             Ok(Page::Raw(raw)) => {
-                let next = skim_page(raw.get());
-                (Work::Result(raw.get().to_owned()), next)
+                let skimmed = skim_page(raw.get());
+                (Work::Result(raw.get().to_owned()), skimmed)
             }
             Err(error) => {
                 drop(work);
@@ -252,6 +327,16 @@ async fn collect_live(
             }
         };
         fetched += 1;
+        if let Some(result_type) = incomplete(&fields) {
+            drop(work);
+            collected(collector)?;
+            return Err(SourceError::Incomplete {
+                origin: target.clone(),
+                page: fetched,
+                result_type,
+            });
+        }
+        page_fields.push(Value::Object(fields));
         // This send blocks when two pages wait already; the collector's
         // thread needs nothing from this runtime, so it cannot deadlock.
         if work.send(page).is_err() {
@@ -269,10 +354,18 @@ async fn collect_live(
     collected(collector)
 }
 
-/// The cursor of a response to request `id` with a page result, skimmed
-/// without reading the tools: `Some(None)` for the last page, `None` when
-/// the text is not such a response (the session then sorts it).
-fn skim_response(text: &str, id: u64) -> Option<Option<String>> {
+/// What the skim of a page found: its cursor, and its members other than
+/// `tools` (the cursor among them).
+#[derive(Default)]
+struct Skimmed {
+    next: Option<String>,
+    fields: Map<String, Value>,
+}
+
+/// The cursor and fields of a response to request `id` with a page result,
+/// skimmed without reading the tools: `next` is `None` for the last page;
+/// `None` when the text is not such a response (the session then sorts it).
+fn skim_response(text: &str, id: u64) -> Option<Skimmed> {
     #[derive(Deserialize)]
     struct Skim<'a> {
         jsonrpc: Option<&'a str>,
@@ -281,28 +374,64 @@ fn skim_response(text: &str, id: u64) -> Option<Option<String>> {
         error: Option<IgnoredAny>,
         result: Option<SkimPage>,
     }
-    let skim: Skim<'_> = serde_json::from_str(text).ok()?;
+    let skim: Skim<'_> = match serde_json::from_str(text) {
+        Ok(skim) => skim,
+        // A member given twice: no skim can say which holds. Taken as the
+        // last page, the text goes whole to the collector, which refuses it
+        // naming the member (sorted as a tree, the last value would win).
+        Err(error) if error.to_string().starts_with("duplicate field") => {
+            return Some(Skimmed::default());
+        }
+        Err(_) => return None,
+    };
     let well_formed = skim.jsonrpc == Some("2.0")
         && skim.id == Some(id)
         && skim.method.is_none()
         && skim.error.is_none();
-    skim.result
-        .filter(|_| well_formed)
-        .map(|page| page.next_cursor)
+    skim.result.filter(|_| well_formed).map(SkimPage::skimmed)
 }
 
-/// The cursor of a page result, skimmed; `None` also for a page the skim
-/// cannot read (the collector then names the fault).
-fn skim_page(text: &str) -> Option<String> {
+/// The cursor and fields of a page result, skimmed; nothing for a page the
+/// skim cannot read (the collector then names the fault).
+fn skim_page(text: &str) -> Skimmed {
     serde_json::from_str::<SkimPage>(text)
-        .ok()
-        .and_then(|page| page.next_cursor)
+        .map(SkimPage::skimmed)
+        .unwrap_or_default()
 }
 
+/// The members of a page the skim reads: the cursor, and every member but
+/// `tools` (skipped unread, so a big page is only scanned).
 #[derive(Deserialize)]
 struct SkimPage {
     #[serde(rename = "nextCursor")]
     next_cursor: Option<String>,
+    #[serde(rename = "tools")]
+    _tools: Option<IgnoredAny>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+impl SkimPage {
+    fn skimmed(self) -> Skimmed {
+        let mut fields = Map::new();
+        if let Some(next) = &self.next_cursor {
+            fields.insert("nextCursor".to_owned(), Value::String(next.clone()));
+        }
+        fields.extend(self.rest);
+        Skimmed {
+            next: self.next_cursor,
+            fields,
+        }
+    }
+}
+
+/// The `resultType` of a page's fields when it is a string other than
+/// `complete` (2026-07-28; absent means complete).
+fn incomplete(fields: &Map<String, Value>) -> Option<String> {
+    match fields.get("resultType") {
+        Some(Value::String(kind)) if kind != "complete" => Some(kind.clone()),
+        _ => None,
+    }
 }
 
 /// The `result` member's text of a response the skim accepted.
@@ -317,29 +446,75 @@ fn result_of(text: &str) -> &str {
         .unwrap_or(text)
 }
 
-fn from_files(files: &[PathBuf], options: CollectOptions) -> Result<ToolList, SourceError> {
+/// The list in saved pages, and each page's fields (see [`Origin::to_json`]).
+fn from_files(
+    files: &[PathBuf],
+    options: CollectOptions,
+) -> Result<(ToolList, Vec<Value>), SourceError> {
     let mut collector = Collector::new(options);
+    let mut page_fields = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(path).map_err(|error| SourceError::File {
             path: path.to_owned(),
             message: error.to_string(),
         })?;
         for page in pages_of(path, &text)? {
+            // Before the collector, which would only miss the tools.
+            let fields = saved_page_fields(page);
+            if let Some(result_type) = incomplete(&fields) {
+                return Err(SourceError::Incomplete {
+                    origin: path.display().to_string(),
+                    page: page_fields.len() + 1,
+                    result_type,
+                });
+            }
             collector
                 .push_page_json(page)
                 .map_err(|error| SourceError::Collect {
                     origin: path.display().to_string(),
                     error,
                 })?;
+            page_fields.push(Value::Object(fields));
         }
     }
     let origin = files
         .last()
         .map(|path| path.display().to_string())
         .unwrap_or_default();
-    collector
+    let list = collector
         .finish()
-        .map_err(|error| SourceError::Collect { origin, error })
+        .map_err(|error| SourceError::Collect { origin, error })?;
+    Ok((list, page_fields))
+}
+
+/// The fields of a saved page (of its result, when the page is a whole
+/// JSON-RPC response), skimmed in one pass without reading the tools.
+fn saved_page_fields(page: &str) -> Map<String, Value> {
+    #[derive(Deserialize)]
+    struct SavedPage {
+        #[serde(rename = "nextCursor")]
+        next_cursor: Option<String>,
+        #[serde(rename = "tools")]
+        _tools: Option<IgnoredAny>,
+        result: Option<SkimPage>,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
+    }
+    let Ok(saved) = serde_json::from_str::<SavedPage>(page) else {
+        return Map::new();
+    };
+    match saved.result {
+        Some(result) if saved.rest.contains_key("jsonrpc") => result.skimmed().fields,
+        _ => {
+            SkimPage {
+                next_cursor: saved.next_cursor,
+                _tools: None,
+                rest: saved.rest,
+            }
+            .skimmed()
+            .fields
+        }
+    }
 }
 
 /// The pages in one file's text: the text itself, or the members of its

@@ -1,27 +1,58 @@
 //! Text from a server, made safe to print for people: a tool name, a server
-//! name or an error message may hold newlines that forge report lines, or
-//! escape sequences that drive the terminal, and may be a megabyte long.
+//! name or an error message may hold newlines that forge report lines,
+//! escape sequences that drive the terminal, bidirectional overrides that
+//! show text in another order than it is, and may be a megabyte long.
+//!
+//! Every string a peer supplied goes through [`shown`] (one value, cut) or,
+//! for text already put together, [`one_line`] or [`shown_lines`] (the
+//! sinks: a report line, an error message), which escape the same
+//! characters the same way.
 
 use std::borrow::Cow;
 
 /// The most characters of one server-given string a report prints.
 pub const MAX_SHOWN: usize = 200;
 
-/// `text` with every control character escaped as Rust writes it (`\n`,
-/// `\u{1b}`), and cut after [`MAX_SHOWN`] characters with a note of its
-/// length. Borrowed when nothing needed changing.
+/// Whether `c` is escaped: control characters (C0, DEL, C1), the
+/// bidirectional formatting characters (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069), the other invisible format characters
+/// that hide or join text (U+200B–U+200D, U+2060–U+2064, U+FEFF), and the
+/// line and paragraph separators (U+2028, U+2029), which some viewers
+/// break lines at.
+pub fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// Appends `c` to `out`, escaped as Rust writes it (`\n`, `\u{1b}`,
+/// `\u{202e}`) when [`escaped`].
+fn push(out: &mut String, c: char) {
+    if escaped(c) {
+        out.extend(c.escape_default());
+    } else {
+        out.push(c);
+    }
+}
+
+/// `text` with every [`escaped`] character escaped, and cut after
+/// [`MAX_SHOWN`] characters with a note of its length. Borrowed when
+/// nothing needed changing.
 pub fn shown(text: &str) -> Cow<'_, str> {
     let long = text.chars().nth(MAX_SHOWN).is_some();
-    if !long && !text.chars().any(char::is_control) {
+    if !long && !text.chars().any(escaped) {
         return Cow::Borrowed(text);
     }
     let mut out = String::new();
     for c in text.chars().take(MAX_SHOWN) {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        push(&mut out, c);
     }
     if long {
         out.push_str(&format!("… ({} characters)", text.chars().count()));
@@ -29,22 +60,26 @@ pub fn shown(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A line for people put together from our text and server text: every
+/// [`escaped`] character escaped, newlines included, nothing cut (the
+/// server's parts were cut by [`shown`] already, or are short by nature).
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        push(&mut out, c);
+    }
+    Cow::Owned(out)
+}
+
 /// A message for people whose lines are meant (the tail of a server's
-/// stderr, say), with every other control character escaped, so that no
-/// server-given text can colour or rewrite the terminal.
+/// stderr, say), with every other [`escaped`] character escaped, so that no
+/// server-given text can colour, reorder or rewrite the terminal.
 pub fn shown_lines(text: &str) -> String {
     text.split('\n')
-        .map(|line| {
-            line.chars()
-                .flat_map(|c| {
-                    if c.is_control() {
-                        c.escape_default().collect::<Vec<_>>()
-                    } else {
-                        vec![c]
-                    }
-                })
-                .collect::<String>()
-        })
+        .map(one_line)
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -71,7 +106,25 @@ mod tests {
             format!("{}… (1000 characters)", "x".repeat(200))
         );
         assert_eq!(shown_lines("a\nb\u{1b}[2J"), "a\nb\\u{1b}[2J");
+        assert_eq!(one_line("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
         assert_eq!(count(1, "tool", "tools"), "1 tool");
         assert_eq!(count(0, "tool", "tools"), "0 tools");
+    }
+
+    #[test]
+    fn bidirectional_and_invisible_characters_are_escaped_everywhere() {
+        let bidi = [
+            '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200e}', '\u{200f}', '\u{061c}',
+        ];
+        for c in bidi.into_iter().chain(['\u{200b}', '\u{feff}', '\u{2028}']) {
+            let text = format!("safe{c}evil");
+            let escaped = format!("safe\\u{{{:x}}}evil", u32::from(c));
+            assert_eq!(shown(&text), escaped);
+            assert_eq!(one_line(&text), escaped);
+            assert_eq!(shown_lines(&text), escaped);
+        }
+        // Letters of any script stay as they are.
+        assert_eq!(shown("données_日本語_עברית"), "données_日本語_עברית");
     }
 }

@@ -267,7 +267,8 @@ fn saved_pages_ending_in_an_empty_cursor_are_incomplete() {
     for command in ["audit", "lint", "pin"] {
         let output = mcp_hints(&[command, path.to_str().unwrap()]);
         assert_eq!(output.status.code(), Some(2), "{command}");
-        assert!(output.stdout.is_empty() || command != "pin");
+        // No report, and no lock: nothing on stdout, whichever the command.
+        assert!(output.stdout.is_empty(), "{command}: {output:?}");
         let message = stderr(&output);
         assert!(
             message.contains("incomplete") && message.contains("nextCursor \"\""),
@@ -450,6 +451,50 @@ fn audit_table_for_people() {
         lines.last().unwrap(),
         &"2 tools: 1 resend, 1 read back first"
     );
+}
+
+/// `mcp-hints ARGS` run on a pseudo-terminal by util-linux's `script`, with
+/// `env` set: its exit status (`script -e` passes it on) and what the
+/// terminal showed.
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+    let line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_mcp-hints"))
+        .chain(args.iter().copied())
+        .map(quote)
+        .collect();
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("CLICOLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(std::process::Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command
+        .output()
+        .expect("util-linux's `script` runs (it gives the command a terminal)");
+    (output.status.code(), stdout(&output))
+}
+
+#[test]
+fn colour_on_a_terminal_unless_no_color() {
+    let path = corpus("cases/two-pages-first-only-clients.json");
+    let path = path.to_str().unwrap();
+    let (code, shown) = on_a_terminal(&["audit", "--trusted", path], &[]);
+    assert_eq!(code, Some(1), "{shown:?}");
+    assert!(shown.contains("\u{1b}[1m\u{1b}[32mresend"), "{shown:?}");
+    assert!(shown.contains("2 tools in 2 pages"), "{shown:?}");
+    let (code, plain) = on_a_terminal(&["audit", "--trusted", path], &[("NO_COLOR", "1")]);
+    assert_eq!(code, Some(1), "{plain:?}");
+    assert!(plain.contains("2 tools in 2 pages"), "{plain:?}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+    // The JSON report never carries colour, not even on a terminal.
+    let (_, json) = on_a_terminal(&["audit", "--json", path], &[]);
+    assert!(json.contains("\"readBackFirst\""), "{json:?}");
+    assert!(!json.contains('\u{1b}'), "{json:?}");
 }
 
 #[test]

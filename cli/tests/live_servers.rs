@@ -7,264 +7,36 @@
 //! the audit's record of every tool, and the lint findings. Each test also
 //! states the expected names, decisions, provenances and findings itself.
 //!
-//! The servers are installed once per run, under Cargo's
-//! `CARGO_TARGET_TMPDIR` (kept between runs, so an install with the exact
-//! pinned versions is reused): the npm packages with `npm install --prefix`
-//! (run with `node`, which must be 20 or newer), the PyPI packages into a
-//! virtual environment made with `python3 -m venv`. This test never skips:
-//! without node, npm, python3 with venv, git, or the registries, it fails and
-//! says which step broke, with the installer's output. Only the servers are
-//! pinned; their own dependencies resolve when they are installed.
+//! The audit negotiates the revision: the npm servers (TypeScript SDK v1)
+//! refuse `server/discover` and are audited after `initialize` at
+//! 2025-11-25; the PyPI servers run on the Python SDK 2.3.0 and speak
+//! 2026-07-28. Both give the corpus's records.
 //!
-//! On 2 cores a first run takes about 100 s (the install about 55 s), a later
-//! one about 45 s: each Python server needs some 2.5 s to start. Run with
+//! The servers are installed once, under Cargo's `CARGO_TARGET_TMPDIR`, by
+//! tests/peers/mod.rs (shared with tests/protocol_revisions.rs). This test
+//! never skips: without node, npm, python3 with venv, git, or the
+//! registries, it fails and says which step broke, with the installer's
+//! output.
+//!
+//! On 2 cores the install takes 15 s to a minute, as fast as the registries
+//! answer, and is then reused; the tests themselves take some 6 s. Run with
 //! `--nocapture` to see server-everything's audit table.
+
+mod peers;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
 
+use peers::{NPM_SERVERS, installed, remove, root, run};
 use serde_json::{Value, json};
-
-/// (package, exact version, bin) from npm.
-const NPM: [(&str, &str, &str); 3] = [
-    (
-        "@modelcontextprotocol/server-everything",
-        "2026.8.31",
-        "mcp-server-everything",
-    ),
-    (
-        "@modelcontextprotocol/server-memory",
-        "2026.8.31",
-        "mcp-server-memory",
-    ),
-    (
-        "@modelcontextprotocol/server-filesystem",
-        "2026.8.31",
-        "mcp-server-filesystem",
-    ),
-];
-
-/// (package, exact version, console script) from PyPI.
-const PYPI: [(&str, &str, &str); 2] = [
-    ("mcp-server-time", "2026.10.19", "mcp-server-time"),
-    ("mcp-server-git", "2026.10.19", "mcp-server-git"),
-];
 
 /// Seconds each request may take: the first start of a server can be slow.
 const TIMEOUT: &str = "120";
 
-/// What the servers negotiate when asked for the client's latest revision.
-const NEGOTIATED: &str = "2025-11-25";
-
 const R: &str = "resend";
 const B: &str = "read_back_first";
-
-// ---------------------------------------------------------------- install
-
-struct Installed {
-    /// The `node_modules` directory of the npm packages.
-    node_modules: PathBuf,
-    /// The venv's directory of scripts (`bin`, or `Scripts` on Windows).
-    venv_scripts: PathBuf,
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-servers")
-}
-
-/// The servers, installed by the first test to get here; the others wait.
-/// An install failure fails every test with the same message.
-fn installed() -> &'static Installed {
-    static INSTALLED: OnceLock<Result<Installed, String>> = OnceLock::new();
-    match INSTALLED.get_or_init(install) {
-        Ok(installed) => installed,
-        Err(message) => panic!("{message}"),
-    }
-}
-
-/// Says what is being installed on stderr, past the test harness's capture,
-/// so a slow first run explains itself.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-fn install() -> Result<Installed, String> {
-    let start = Instant::now();
-    let root = root();
-    fs::create_dir_all(&root).map_err(|error| format!("{}: {error}", root.display()))?;
-    let (npm, pypi) = std::thread::scope(|scope| {
-        let npm = scope.spawn(|| timed(|| install_npm(&root.join("npm"))));
-        let pypi = scope.spawn(|| timed(|| install_pypi(&root.join("venv"))));
-        (npm.join().unwrap(), pypi.join().unwrap())
-    });
-    let ((node_modules, npm_time), (venv_scripts, pypi_time)) = (npm?, pypi?);
-    say!(
-        "live servers ready in {:.1} s (npm {:.1} s, PyPI {:.1} s)",
-        start.elapsed().as_secs_f64(),
-        npm_time.as_secs_f64(),
-        pypi_time.as_secs_f64()
-    );
-    Ok(Installed {
-        node_modules,
-        venv_scripts,
-    })
-}
-
-fn timed<T>(f: impl FnOnce() -> Result<T, String>) -> Result<(T, Duration), String> {
-    let start = Instant::now();
-    f().map(|value| (value, start.elapsed()))
-}
-
-/// Runs `command` to completion: its output, or `what` with the command line
-/// and its output when it cannot start or fails.
-fn run(what: &str, command: &mut Command) -> Result<Output, String> {
-    let line = format!("{command:?}");
-    let output = command
-        .output()
-        .map_err(|error| format!("{what}: cannot run {line}: {error}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{what}: {line} failed with {status}\n--- stdout ---\n{stdout}\n--- stderr \
-             ---\n{stderr}",
-            status = output.status,
-            stdout = String::from_utf8_lossy(&output.stdout),
-            stderr = String::from_utf8_lossy(&output.stderr),
-        ));
-    }
-    Ok(output)
-}
-
-fn remove(dir: &Path) -> Result<(), String> {
-    if dir.exists() {
-        fs::remove_dir_all(dir).map_err(|error| format!("removing {}: {error}", dir.display()))?;
-    }
-    Ok(())
-}
-
-/// The version in `node_modules/PACKAGE/package.json`, if any.
-fn npm_installed_version(node_modules: &Path, package: &str) -> Option<String> {
-    let text = fs::read_to_string(node_modules.join(package).join("package.json")).ok()?;
-    let manifest: Value = serde_json::from_str(&text).ok()?;
-    manifest["version"].as_str().map(str::to_owned)
-}
-
-fn install_npm(prefix: &Path) -> Result<PathBuf, String> {
-    let node_modules = prefix.join("node_modules");
-    let specs: Vec<String> = NPM
-        .iter()
-        .map(|(package, version, _)| format!("{package}@{version}"))
-        .collect();
-    let node = run(
-        "checking node (Node.js 20 or newer is needed)",
-        Command::new("node").arg("--version"),
-    )?;
-    let node = String::from_utf8_lossy(&node.stdout).trim().to_owned();
-    // Written only after a successful install, so a half-made one is redone.
-    let stamp = prefix.join("installed-packages.txt");
-    let wanted = specs.join("\n") + "\n";
-    let present = NPM.iter().all(|(package, version, _)| {
-        npm_installed_version(&node_modules, package).as_deref() == Some(*version)
-    });
-    if present && fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
-        say!("npm: {} already in {}", specs.join(" "), prefix.display());
-        return Ok(node_modules);
-    }
-    remove(prefix)?;
-    fs::create_dir_all(prefix).map_err(|error| format!("{}: {error}", prefix.display()))?;
-    say!(
-        "npm: installing {} into {} (node {node})",
-        specs.join(" "),
-        prefix.display()
-    );
-    let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
-    run(
-        "installing the npm servers (npm needs the npm registry)",
-        Command::new(npm)
-            .arg("install")
-            .arg("--prefix")
-            .arg(prefix)
-            .args(["--no-audit", "--no-fund", "--save-exact"])
-            .args(&specs),
-    )?;
-    for (package, version, _) in NPM {
-        let found = npm_installed_version(&node_modules, package);
-        if found.as_deref() != Some(version) {
-            return Err(format!("npm installed {package} {found:?}, not {version}"));
-        }
-    }
-    fs::write(&stamp, &wanted).map_err(|error| format!("{}: {error}", stamp.display()))?;
-    Ok(node_modules)
-}
-
-fn install_pypi(venv: &Path) -> Result<PathBuf, String> {
-    let scripts = venv.join(if cfg!(windows) { "Scripts" } else { "bin" });
-    let python = scripts.join(if cfg!(windows) {
-        "python.exe"
-    } else {
-        "python"
-    });
-    let specs: Vec<String> = PYPI
-        .iter()
-        .map(|(package, version, _)| format!("{package}=={version}"))
-        .collect();
-    let stamp = venv.join("installed-requirements.txt");
-    let wanted = specs.join("\n") + "\n";
-    if python.exists() && fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
-        say!("PyPI: {} already in {}", specs.join(" "), venv.display());
-    } else {
-        remove(venv)?;
-        say!(
-            "PyPI: installing {} into {}",
-            specs.join(" "),
-            venv.display()
-        );
-        let base = if cfg!(windows) { "python" } else { "python3" };
-        run(
-            "making the Python virtual environment (is python3 with venv installed?)",
-            Command::new(base).arg("-m").arg("venv").arg(venv),
-        )?;
-        run(
-            "installing the PyPI servers (pip needs PyPI)",
-            Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                ])
-                .args(&specs),
-        )?;
-        fs::write(&stamp, &wanted).map_err(|error| format!("{}: {error}", stamp.display()))?;
-    }
-    let versions = run(
-        "reading the installed PyPI versions",
-        Command::new(&python).args([
-            "-c",
-            "import importlib.metadata as m; \
-             print(' '.join(m.version(p) for p in ('mcp-server-time', 'mcp-server-git', 'mcp')))",
-        ]),
-    )?;
-    let versions = String::from_utf8_lossy(&versions.stdout);
-    let versions: Vec<&str> = versions.split_whitespace().collect();
-    for ((package, version, _), found) in PYPI.iter().zip(&versions) {
-        if found != version {
-            return Err(format!("{package} {found} is installed, not {version}"));
-        }
-    }
-    say!(
-        "PyPI: the servers run on the MCP Python SDK {}",
-        versions[2]
-    );
-    Ok(scripts)
-}
 
 // ---------------------------------------------------------------- servers
 
@@ -291,7 +63,10 @@ fn scratch(name: &str) -> PathBuf {
 /// `node <package's bin script>`: no shell shim, so it runs the same way on
 /// every platform.
 fn npm_server(package: &str, corpus: &'static str) -> Server {
-    let (_, _, bin) = NPM.iter().find(|(name, ..)| *name == package).unwrap();
+    let (_, _, bin) = NPM_SERVERS
+        .iter()
+        .find(|(name, ..)| *name == package)
+        .unwrap();
     let dir = installed().node_modules.join(package);
     let manifest: Value =
         serde_json::from_str(&fs::read_to_string(dir.join("package.json")).unwrap()).unwrap();
@@ -305,6 +80,10 @@ fn npm_server(package: &str, corpus: &'static str) -> Server {
         scratch: scratch(corpus),
     }
 }
+
+/// What a server negotiates when the audit is given no revision.
+const TS_V1: (&str, &str) = ("2025-11-25", "initialize");
+const PY_V2: (&str, &str) = ("2026-07-28", "discover");
 
 fn pypi_server(script: &str, corpus: &'static str) -> Server {
     let name = if cfg!(windows) {
@@ -381,8 +160,10 @@ fn on_corpus(server: &Server, args: &[&str]) -> (i32, String) {
 
 /// What a server must answer.
 struct Expected<'a> {
-    /// `initialize`'s serverInfo.
+    /// `initialize`'s serverInfo, or `server/discover`'s.
     server_info: Value,
+    /// The revision negotiated and the lifecycle (`discover` or `initialize`).
+    protocol: (&'a str, &'a str),
     /// Every tool in list order, with its decision when trusted.
     decisions: &'a [(&'a str, &'a str)],
     /// Tools leaving destructiveHint and idempotentHint to their defaults;
@@ -426,7 +207,21 @@ fn check(server: &Server, expected: &Expected<'_>) {
         audit["server"]["serverInfo"], expected.server_info,
         "{name}"
     );
-    assert_eq!(audit["server"]["protocolVersion"], NEGOTIATED, "{name}");
+    let (version, lifecycle) = expected.protocol;
+    assert_eq!(audit["server"]["protocolVersion"], version, "{name}");
+    assert_eq!(audit["protocol"]["version"], version, "{name}");
+    assert_eq!(audit["protocol"]["lifecycle"], lifecycle, "{name}");
+    assert_eq!(audit["protocol"]["forced"], false, "{name}");
+    let fields = audit["pageFields"].as_array().unwrap();
+    assert_eq!(fields.len(), 1, "{name}");
+    if lifecycle == "discover" {
+        // 2026-07-28 pages carry cache hints, and the report keeps them.
+        assert_eq!(fields[0]["resultType"], "complete", "{name}");
+        assert!(fields[0]["ttlMs"].is_u64(), "{name}: {fields:?}");
+        assert!(fields[0]["cacheScope"].is_string(), "{name}: {fields:?}");
+    } else {
+        assert_eq!(fields[0], json!({}), "{name}");
+    }
     assert_eq!(audit["clientCapabilities"], json!({}), "{name}");
     assert_eq!(audit["trusted"], true);
     assert_eq!(audit["pages"], 1, "{name}");
@@ -598,6 +393,7 @@ fn server_everything_declares_every_hint() {
                 "title": "Everything Reference Server",
                 "version": "2.0.0",
             }),
+            protocol: TS_V1,
             decisions: &[
                 ("echo", R),
                 ("get-annotated-message", R),
@@ -636,7 +432,11 @@ fn server_everything_declares_every_hint() {
                 .join(" ")
         )
     );
-    assert_eq!(lines[1], format!("protocol: {NEGOTIATED}"));
+    assert_eq!(
+        lines[1],
+        "protocol: 2025-11-25 via initialize (server/discover was refused with JSON-RPC error \
+         -32601 \"Method not found\": the server predates 2026-07-28)"
+    );
     assert_eq!(lines[4], "13 tools in 1 page");
     assert!(lines[6].starts_with("TOOL "), "{table}");
     assert!(
@@ -662,6 +462,7 @@ fn server_memory_reads_back_what_only_adds() {
         &server,
         &Expected {
             server_info: json!({ "name": "memory-server", "version": "0.6.3" }),
+            protocol: TS_V1,
             decisions: &[
                 ("create_entities", B),
                 ("create_relations", B),
@@ -693,6 +494,7 @@ fn server_filesystem_leaves_read_only_tools_partly_undeclared() {
         &server,
         &Expected {
             server_info: json!({ "name": "secure-filesystem-server", "version": "0.2.0" }),
+            protocol: TS_V1,
             decisions: &[
                 ("read_file", R),
                 ("read_text_file", R),
@@ -738,6 +540,7 @@ fn mcp_server_time_may_resend_everything() {
         &server,
         &Expected {
             server_info: json!({ "name": "mcp-time", "version": "2026.10.19" }),
+            protocol: PY_V2,
             decisions: &[("get_current_time", R), ("convert_time", R)],
             defaulted: &[],
             findings: &[
@@ -778,6 +581,7 @@ fn mcp_server_git_reads_back_commits_and_branches() {
         &server,
         &Expected {
             server_info: json!({ "name": "mcp-git", "version": "2026.10.19" }),
+            protocol: PY_V2,
             decisions: &[
                 ("git_status", R),
                 ("git_diff_unstaged", R),

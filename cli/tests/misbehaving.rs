@@ -98,11 +98,77 @@ fn declared_capabilities_are_sent_and_reported() {
         text.contains("client capabilities declared: {\"roots\":{}}"),
         "{text}"
     );
-    let bad = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(["audit", "--capabilities", "[1]", "x.json"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    // The pages exist: exit 2 comes from the capabilities alone.
+    let pages = path("corpus/servers/mcp-server-time.json");
+    for (capabilities, complaint) in [
+        (
+            "[1]",
+            "client capabilities must be a JSON object, e.g. '{\"roots\": {}}'",
+        ),
+        (
+            "{roots",
+            "not JSON: key must be a string at line 1 column 2",
+        ),
+    ] {
+        let bad = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(["audit", "--capabilities", capabilities, &pages])
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2));
+        assert!(bad.stdout.is_empty());
+        let message = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            message.starts_with(&format!(
+                "error: invalid value '{capabilities}' for '--capabilities <JSON>': {complaint}"
+            )),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn the_server_receives_the_capabilities_declared() {
+    let run = |capabilities: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-hints"));
+        command.args(["audit", "--json", "--trusted"]);
+        if let Some(capabilities) = capabilities {
+            command.args(["--capabilities", capabilities]);
+        }
+        let output = command
+            .args(["--timeout", "20", "--", "python3"])
+            .arg(path("fixtures/echo_capabilities.py"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let tools: Vec<String> = report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect();
+        (report, tools)
+    };
+    let declared = serde_json::json!({ "roots": { "listChanged": true }, "sampling": {} });
+    let (report, tools) = run(Some(&declared.to_string()));
+    assert_eq!(
+        report["server"]["serverInfo"]["declaredCapabilities"],
+        declared
+    );
+    assert_eq!(report["clientCapabilities"], declared);
+    assert_eq!(tools, ["for_roots", "for_sampling"]);
+    // Nothing given: `{}` is declared, and this server lists nothing.
+    let (report, tools) = run(None);
+    assert_eq!(
+        report["server"]["serverInfo"]["declaredCapabilities"],
+        serde_json::json!({})
+    );
+    assert!(tools.is_empty());
 }
 
 /// `mcp-hints audit --timeout 2 -- sh -c SCRIPT`: exit status and stderr.
@@ -209,7 +275,9 @@ fn a_tool_name_cannot_forge_a_line_of_the_report() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("forge");
     std::fs::create_dir_all(&dir).unwrap();
     let page = dir.join("page.json");
-    let forged = "evil\nsafe_tool  resend  true\u{1b}[31m";
+    // A newline and a colour, then a right-to-left override that would show
+    // the rest of the line reversed.
+    let forged = "evil\nsafe_tool  resend  true\u{1b}[31m\u{202e}eurt";
     let long = "n".repeat(100_000);
     std::fs::write(
         &page,
@@ -228,12 +296,13 @@ fn a_tool_name_cannot_forge_a_line_of_the_report() {
             .unwrap();
         let text = String::from_utf8(output.stdout).unwrap();
         assert!(!text.contains('\u{1b}'), "{command}: {text}");
+        assert!(!text.contains('\u{202e}'), "{command}: {text}");
         assert!(
             !text.lines().any(|line| line.starts_with("safe_tool")),
             "{command}: {text}"
         );
         assert!(
-            text.contains("evil\\nsafe_tool  resend  true\\u{1b}[31m"),
+            text.contains("evil\\nsafe_tool  resend  true\\u{1b}[31m\\u{202e}eurt"),
             "{command}: {text}"
         );
         assert!(text.contains("… (100000 characters)"), "{command}");
@@ -341,5 +410,307 @@ fn a_hint_given_twice_is_refused_not_guessed() {
             ),
             "{command}"
         );
+    }
+}
+
+/// Writes `script` for tests/fixtures/raw_server.py (see there) as
+/// `name.json` in a scratch directory, and returns its path.
+fn raw_script(name: &str, script: Value) -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("raw");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, script.to_string()).unwrap();
+    file.display().to_string()
+}
+
+/// `mcp-hints ARGS -- python3 raw_server.py SCRIPT`, without colour.
+fn against_raw(args: &[&str], script: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(args)
+        .args(["--timeout", "20", "--", "python3"])
+        .arg(path("fixtures/raw_server.py"))
+        .arg(script)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("mcp-hints runs")
+}
+
+/// A `tools/list` response line whose result is `result`, raw JSON text.
+fn response(result: &str) -> String {
+    format!(r#"{{"jsonrpc": "2.0", "id": $ID, "result": {result}}}"#)
+}
+
+/// Each command, as it is run on a page: audit (text and JSON), lint, pin.
+const COMMANDS: [&[&str]; 4] = [&["audit"], &["audit", "--json"], &["lint"], &["pin"]];
+
+/// Asserts exit 2 with `message` after `error: ` on stderr.
+fn refused(output: &Output, message: &str, what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{what}: {stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.trim_end().ends_with(message),
+        "{what}: {stderr}"
+    );
+}
+
+#[test]
+fn a_page_member_given_twice_is_refused_live_and_from_files() {
+    // A server whose last value of `nextCursor` says the list is complete,
+    // whose first says more follows.
+    let cases = [
+        (
+            "cursor-twice",
+            response(r#"{"tools": [{"name": "a"}], "nextCursor": "2", "nextCursor": null}"#),
+            "page 1: `result.nextCursor` appears twice: which value holds is unknown",
+        ),
+        (
+            "result-twice",
+            r#"{"jsonrpc": "2.0", "id": $ID, "result": {"tools": [{"name": "a"}], "nextCursor": "2"}, "result": {"tools": []}}"#
+                .to_owned(),
+            "page 1: `result` appears twice: which value holds is unknown",
+        ),
+        (
+            "tools-twice",
+            response(r#"{"tools": [{"name": "wipe"}], "tools": [{"name": "read"}]}"#),
+            "page 1: `result.tools` appears twice: which value holds is unknown",
+        ),
+    ];
+    for (name, line, message) in &cases {
+        let script = raw_script(name, serde_json::json!({ "tools/list": [line] }));
+        for command in COMMANDS {
+            let output = against_raw(command, &script);
+            refused(&output, message, &format!("{name}: {command:?}"));
+        }
+    }
+    // The same pages, saved.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("twice-pages");
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = [
+        (
+            "cursor.json",
+            r#"{"tools": [{"name": "a"}], "nextCursor": "2", "nextCursor": null}"#,
+            "page 1: `nextCursor` appears twice: which value holds is unknown",
+        ),
+        (
+            "pages.json",
+            r#"{"pages": [{"tools": [], "nextCursor": "2"}], "pages": [{"tools": [{"name": "a"}]}]}"#,
+            "page 1: `pages` appears twice: which value holds is unknown",
+        ),
+    ];
+    for (file, text, message) in files {
+        let page = dir.join(file);
+        std::fs::write(&page, text).unwrap();
+        for command in COMMANDS {
+            let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+                .args(command)
+                .arg(&page)
+                .output()
+                .unwrap();
+            let message = format!("{}: {message}", page.display());
+            refused(&output, &message, &format!("{file}: {command:?}"));
+        }
+    }
+}
+
+#[test]
+fn a_value_no_tree_holds_gets_one_answer_from_every_command() {
+    // Audit used to skip the member and take the hints as defaulted, lint
+    // and pin to refuse the page: now all refuse it alike.
+    let cases = [
+        (
+            "big-number",
+            r#"{"tools": [{"name": "a"}, {"name": "b", "annotations": {"readOnlyHint": true, "weight": 1e400}}]}"#,
+            "page 1, tool 2: `annotations.weight` cannot be read: number out of range at line 1 \
+             column 93",
+        ),
+        (
+            "lone-surrogate",
+            r#"{"tools": [{"name": "a", "annotations": {"readOnlyHint": true}, "title": "\udc00"}]}"#,
+            "page 1, tool 1: `title` cannot be read: lone leading surrogate in hex escape at \
+             line 1 column 80",
+        ),
+    ];
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("unreadable");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, page, message) in cases {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, page).unwrap();
+        let script = raw_script(name, serde_json::json!({ "tools/list": [response(page)] }));
+        for command in COMMANDS {
+            let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+                .args(command)
+                .arg(&file)
+                .output()
+                .unwrap();
+            let saved = format!("{}: {message}", file.display());
+            refused(&output, &saved, &format!("{name} saved: {command:?}"));
+            // Live, the column counts from the response's start.
+            let output = against_raw(command, &script);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let (head, _) = message.split_once(" at line 1").unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{name}: {command:?}: {stderr}"
+            );
+            assert!(stderr.contains(head), "{name} live: {command:?}: {stderr}");
+        }
+    }
+}
+
+/// Server text that would forge an `error:` line, move the cursor, colour
+/// the terminal and reverse what follows, JSON-escaped.
+const FORGED_JSON: &str = r"x\nerror: forged\u001b[2J\u001b[31m\u202e\u2066";
+/// The same, as the command prints it.
+const FORGED_SHOWN: &str = r"x\nerror: forged\u{1b}[2J\u{1b}[31m\u{202e}\u{2066}";
+
+/// No line of `text` is forged, and no control or bidirectional character
+/// reached it.
+fn clean(text: &str, what: &str) {
+    assert!(
+        !text.lines().any(|line| line.starts_with("error: forged")),
+        "{what}: {text}"
+    );
+    for c in ['\u{1b}', '\u{202e}', '\u{2066}', '\r'] {
+        assert!(!text.contains(c), "{what}: {c:?} in {text:?}");
+    }
+}
+
+#[test]
+fn server_text_cannot_forge_the_header() {
+    let initialize = format!(
+        r#"{{"jsonrpc": "2.0", "id": $ID, "result": {{"protocolVersion": "2025-06-18{FORGED_JSON}", "capabilities": {{}}, "serverInfo": {{"name": "raw{FORGED_JSON}", "version": "1\u202e"}}}}}}"#
+    );
+    let script = raw_script(
+        "forged-header",
+        serde_json::json!({
+            "initialize": initialize,
+            "tools/list": [response(r#"{"tools": []}"#)],
+        }),
+    );
+    let output = against_raw(&["audit"], &script);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    clean(&text, "audit");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!(
+            "server: raw{FORGED_SHOWN} 1\\u{{202e}} (MCP server `"
+        )),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("protocol: 2025-06-18{FORGED_SHOWN}")),
+        "{text}"
+    );
+    assert_eq!(lines[2], "client capabilities declared: {}");
+}
+
+#[test]
+fn colliding_names_cannot_forge_a_finding() {
+    let page = format!(
+        r#"{{"tools": [{{"name": "a.b{FORGED_JSON}", "title": "A"}}, {{"name": "a_bx_error__forged__2J__31m__", "title": "B"}}]}}"#
+    );
+    let script = raw_script(
+        "forged-collision",
+        serde_json::json!({ "tools/list": [response(&page)] }),
+    );
+    let args = [
+        "lint",
+        "--allow",
+        "undeclared_hints",
+        "--allow",
+        "invalid_tool_name",
+    ];
+    let output = against_raw(&args, &script);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    clean(&text, "lint");
+    let replaced = r"`.`, `\n`, `:`, ` `, `\u{1b}`, `[`, `\u{202e}` and `\u{2066}`";
+    assert_eq!(
+        text,
+        format!(
+            "warning[colliding_tool_names]: tool names `a.b{FORGED_SHOWN}` and \
+             `a_bx_error__forged__2J__31m__` collide as `a_bx_error__forged__2J__31m__` once \
+             {replaced} is replaced by `_`\n  \
+             --> tool `a.b{FORGED_SHOWN}` (page 1)\n   \
+             = note: {replaced} is not allowed in function names by clients that require \
+             ^[a-zA-Z0-9_-]{{1,64}}$; they replace it, and then call one tool for the other\n   \
+             = help: rename the tools so that they differ in letters, digits, `_` or `-`\n\n\
+             warning: 1 finding in 1 of 2 tools\n"
+        )
+    );
+    let output = against_raw(&["lint", "--json"], &script);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let collision = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|finding| finding["rule"] == "colliding_tool_names")
+        .unwrap();
+    assert!(
+        collision["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("tool names `a.b{FORGED_SHOWN}` and ")),
+        "{collision}"
+    );
+}
+
+#[test]
+fn server_text_cannot_forge_an_error_line() {
+    let cases = [
+        (
+            "forged-rpc-error",
+            serde_json::json!({ "tools/list": [format!(
+                r#"{{"jsonrpc": "2.0", "id": $ID, "error": {{"code": -32000, "message": "boom{FORGED_JSON}"}}}}"#
+            )] }),
+            format!("answered `tools/list` with JSON-RPC error -32000: boom{FORGED_SHOWN}"),
+        ),
+        (
+            "forged-duplicate-name",
+            serde_json::json!({ "tools/list": [response(&format!(
+                r#"{{"tools": [{{"name": "{FORGED_JSON}"}}, {{"name": "{FORGED_JSON}"}}]}}"#
+            ))] }),
+            format!(
+                "tool `{FORGED_SHOWN}` appears twice on page 1: which definition holds is unknown"
+            ),
+        ),
+        (
+            "forged-hint",
+            serde_json::json!({ "tools/list": [response(&format!(
+                r#"{{"tools": [{{"name": "{FORGED_JSON}", "annotations": {{"readOnlyHint": "yes"}}}}]}}"#
+            ))] }),
+            format!(
+                "page 1, tool `{FORGED_SHOWN}`: `annotations.readOnlyHint` is a string, not a \
+                 boolean"
+            ),
+        ),
+        (
+            "forged-stderr",
+            serde_json::json!({
+                "tools/list": [response("5")],
+                "stderr": "starting\rerror: forged\u{1b}[2J\u{202e}\n",
+            }),
+            r"  | starting\rerror: forged\u{1b}[2J\u{202e}".to_owned(),
+        ),
+    ];
+    for (name, script, shown) in cases {
+        let script = raw_script(name, script);
+        for command in COMMANDS {
+            let output = against_raw(command, &script);
+            assert_eq!(output.status.code(), Some(2), "{name}: {command:?}");
+            let stderr = String::from_utf8(output.stderr).unwrap();
+            clean(&stderr, name);
+            assert_eq!(
+                stderr
+                    .lines()
+                    .filter(|line| line.starts_with("error"))
+                    .count(),
+                1,
+                "{name}: {stderr}"
+            );
+            assert!(stderr.contains(&shown), "{name}: {command:?}: {stderr}");
+        }
     }
 }

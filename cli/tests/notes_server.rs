@@ -194,3 +194,143 @@ fn an_unreachable_url_is_exit_2() {
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("cannot connect"), "{message}");
 }
+
+#[test]
+fn a_url_password_and_query_never_reach_a_report() {
+    let server = HttpServer::start("0");
+    // The same server, reached with a password and a token in the query.
+    let secret_url = server
+        .url
+        .replacen("http://", "http://reader:hunter2@", 1)
+        .replacen("/mcp", "/mcp?token=s3cret&x=1", 1);
+    let shown = format!(
+        "MCP server at {}",
+        server
+            .url
+            .replacen("http://", "http://reader:***@", 1)
+            .replacen("/mcp", "/mcp?***", 1)
+    );
+    let json = mcp_hints(&["audit", "--json", "--url", &secret_url]);
+    let text = mcp_hints(&["audit", "--url", &secret_url]);
+    let lint = mcp_hints(&["lint", "--json", "--url", &secret_url]);
+    for output in [&json, &text, &lint] {
+        assert_eq!(
+            output.status.code().map(|code| code < 2),
+            Some(true),
+            "{output:?}"
+        );
+        for bytes in [&output.stdout, &output.stderr] {
+            let printed = String::from_utf8_lossy(bytes);
+            assert!(
+                !printed.contains("hunter2") && !printed.contains("s3cret"),
+                "{printed}"
+            );
+        }
+    }
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["target"]["description"], shown.as_str());
+    let report: Value = serde_json::from_slice(&lint.stdout).unwrap();
+    assert_eq!(report["target"]["description"], shown.as_str());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with(&format!("({shown})")),
+        "{text}"
+    );
+    drop(server);
+
+    // An error names the server without them too.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://reader:hunter2@127.0.0.1:{port}/mcp?token=s3cret");
+    let output = mcp_hints(&["audit", "--json", "--timeout", "5", "--url", &url]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.starts_with(&format!(
+            "error: cannot connect to MCP server at http://reader:***@127.0.0.1:{port}/mcp?*** \
+             for `"
+        )),
+        "{message}"
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        !error.contains("hunter2") && !error.contains("s3cret"),
+        "{error}"
+    );
+}
+
+/// The example `list-tools`, built once per test binary.
+fn list_tools() -> std::path::PathBuf {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        escargot::CargoBuild::new()
+            .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+            .package("mcp-hints-examples")
+            .bin("list-tools")
+            .run()
+            .expect("build the list-tools example")
+            .path()
+            .to_owned()
+    })
+    .clone()
+}
+
+#[test]
+fn list_tools_lists_the_notes_and_stops_a_silent_server_with_exit_2() {
+    let output = Command::new(list_tools())
+        .args(["--timeout", "20"])
+        .arg(notes_server())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(table.contains("add_note "), "{table}");
+
+    // A server that never answers: `sh` writes its pid, then waits.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("list-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("server.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let script = format!("echo $$ > '{}'; exec sleep 600", pid_file.display());
+    let started = std::time::Instant::now();
+    let output = Command::new(list_tools())
+        .args(["--timeout", "2", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "list-tools: sh: no answer to initialize and tools/list within 2s (the server was \
+         stopped)\n"
+    );
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .map(|stat| {
+                !stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive(&pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the silent server {} outlived list-tools",
+            pid.trim()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

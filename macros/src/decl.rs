@@ -246,7 +246,11 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
     let fix = rmcp_fix(later, earlier)
         .map(|fix| format!("; {fix}"))
         .unwrap_or_default();
-    format!("{} contradicts {}: {why}{fix}", later.syntax(), earlier.syntax())
+    format!(
+        "{} contradicts {}: {why}{fix}",
+        later.syntax(),
+        earlier.syntax()
+    )
 }
 
 /// For a contradiction written wholly in rmcp's `annotations(...)` syntax

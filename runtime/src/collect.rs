@@ -15,6 +15,12 @@
 //!   `annotations` that is not an object, and non-boolean hints are refused,
 //!   naming the page, the tool and the field. `"annotations": null` is the
 //!   same as absent.
+//! - From text ([`Collector::push_page_json`]): a member the collection
+//!   reads given twice (`"nextCursor": "2", "nextCursor": null`, or a hint
+//!   inside a tool) is refused, since which value holds is unknown; so is a
+//!   value no tree can hold (`1e400`, a lone surrogate `"\ud800"`),
+//!   anywhere in the page, whatever is kept of it, naming the page, the
+//!   tool and the member.
 //! - A page may be a bare `tools/list` result or a whole JSON-RPC response
 //!   (`{"jsonrpc": "2.0", "id": 1, "result": {...}}`); an error response is
 //!   refused with its code and message.
@@ -48,9 +54,6 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::fingerprint::Fingerprint;
@@ -244,6 +247,34 @@ pub enum CollectError {
         /// The member, e.g. `name` or `annotations.readOnlyHint`.
         key: String,
     },
+    /// A member of the page that the collection reads appears twice:
+    /// `tools`, `nextCursor`, a JSON-RPC response's `result`, `error`,
+    /// `jsonrpc`, `id` or `method`, or a saved-pages file's `pages`. Which
+    /// value holds is unknown; the last, which most parsers keep, can make
+    /// an incomplete list look complete (`"nextCursor": "2", "nextCursor":
+    /// null`).
+    DuplicatePageKey {
+        /// The page.
+        page: usize,
+        /// The member, e.g. `nextCursor` or `result.nextCursor`.
+        key: String,
+    },
+    /// A value of the page cannot be read, though JSON's grammar allows it:
+    /// a number beyond the range of a 64-bit float (`1e400`), a lone
+    /// surrogate escape (`"\ud800"`), or a member name that is such a
+    /// string. No tree can hold it, so whatever is read of the page, it is
+    /// refused, naming where it is.
+    Unreadable {
+        /// The page.
+        page: usize,
+        /// The tool's position in the page, when the value is in a tool.
+        index: Option<usize>,
+        /// The member, e.g. `annotations.readOnlyHint`, `inputSchema` or
+        /// `nextCursor`; `None` when a member name itself cannot be read.
+        member: Option<String>,
+        /// The parser's message, with the line and column.
+        error: String,
+    },
     /// Two tools have the same name: which definition holds is unknown.
     DuplicateName {
         /// The name.
@@ -287,7 +318,8 @@ impl fmt::Display for CollectError {
                 message,
             } => write!(
                 f,
-                "page {page} is a JSON-RPC error response: {code} {message:?}"
+                "page {page} is a JSON-RPC error response: {code} {}",
+                Quoted(message)
             ),
             CollectError::ToolsNotArray { page, found } => {
                 write!(f, "page {page}: `tools` is {found}, not an array")
@@ -301,18 +333,21 @@ impl fmt::Display for CollectError {
                 page,
             } => write!(
                 f,
-                "page {page} returned the cursor {cursor:?} that page {first_page} already \
-                 returned: following it would loop, so the list is refused"
+                "page {page} returned the cursor {} that page {first_page} already \
+                 returned: following it would loop, so the list is refused",
+                Quoted(cursor)
             ),
             CollectError::PageCap { max_pages, cursor } => write!(
                 f,
                 "the list needs more than {max_pages} pages (page {max_pages} returned the \
-                 cursor {cursor:?}); raise the page cap if the server really is this large"
+                 cursor {}); raise the page cap if the server really is this large",
+                Quoted(cursor)
             ),
             CollectError::Incomplete { pages, cursor } => write!(
                 f,
                 "the list is incomplete: page {pages}, the last one given, still has \
-                 nextCursor {cursor:?}, so more tools follow"
+                 nextCursor {}, so more tools follow",
+                Quoted(cursor)
             ),
             CollectError::PageAfterEnd { page } => write!(
                 f,
@@ -331,13 +366,45 @@ impl fmt::Display for CollectError {
             }
             CollectError::DuplicateKey { page, index, key } => write!(
                 f,
-                "page {page}, tool {index}: `{key}` appears twice: which value holds is unknown"
+                "page {page}, tool {index}: `{}` appears twice: which value holds is unknown",
+                Peer(key)
             ),
+            CollectError::DuplicatePageKey { page, key } => write!(
+                f,
+                "page {page}: `{}` appears twice: which value holds is unknown",
+                Peer(key)
+            ),
+            CollectError::Unreadable {
+                page,
+                index,
+                member,
+                error,
+            } => {
+                match index {
+                    Some(index) => write!(f, "page {page}, tool {index}")?,
+                    None => write!(f, "page {page}")?,
+                }
+                match member {
+                    Some(member) => write!(f, ": `{}`", Peer(member))?,
+                    None if index.is_some() => {}
+                    None => f.write_str(": a member name")?,
+                }
+                if error.starts_with("recursion limit exceeded") {
+                    write!(
+                        f,
+                        " nests JSON more than 128 levels deep, deeper than this reader \
+                         follows: {error}"
+                    )
+                } else {
+                    write!(f, " cannot be read: {error}")
+                }
+            }
             CollectError::DuplicateName {
                 name,
                 first_page,
                 page,
             } => {
+                let name = Peer(name);
                 if first_page == page {
                     write!(
                         f,
@@ -353,13 +420,58 @@ impl fmt::Display for CollectError {
                 }
             }
             CollectError::Hint { tool, page, error } => {
-                write!(f, "page {page}, tool `{tool}`: {error}")
+                write!(f, "page {page}, tool `{}`: {error}", Peer(tool))
             }
         }
     }
 }
 
 impl std::error::Error for CollectError {}
+
+/// The most characters of one server-given string a message quotes.
+const MAX_QUOTED: usize = 200;
+
+/// A server-given string in a message: control, format (bidirectional
+/// overrides such as U+202E) and other invisible characters escaped as
+/// Rust writes them (`\n`, `\u{1b}`, `\u{202e}`), so that it can forge no
+/// line and reorder no text of the message, and cut after [`MAX_QUOTED`]
+/// characters with a note of its length.
+struct Peer<'a>(&'a str);
+
+impl fmt::Display for Peer<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        for (shown, c) in self.0.chars().enumerate() {
+            if shown == MAX_QUOTED {
+                return write!(f, "… ({} characters)", self.0.chars().count());
+            }
+            match c {
+                // Printable: only escape_debug's own quoting would escape them.
+                '"' | '\'' | '\\' => f.write_char(c)?,
+                _ => write!(f, "{}", c.escape_debug())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A server-given string quoted as Rust's `{:?}` writes it (every character
+/// that is not printable escaped), cut after [`MAX_QUOTED`] characters.
+struct Quoted<'a>(&'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.char_indices().nth(MAX_QUOTED) {
+            None => write!(f, "{:?}", self.0),
+            Some((cut, _)) => write!(
+                f,
+                "{:?}… ({} characters)",
+                &self.0[..cut],
+                self.0.chars().count()
+            ),
+        }
+    }
+}
 
 /// Collects a `tools/list` page by page. Feed it each page as it arrives
 /// with [`push_page`](Self::push_page), request the next page with the
@@ -397,26 +509,104 @@ impl Collector {
     /// [`CollectError::PageAfterEnd`] when an earlier page already ended the
     /// list. After an error the collector must not be used further.
     pub fn push_page(&mut self, page: Value) -> Result<Option<&str>, CollectError> {
-        if self.pages > 0 && self.pending.is_none() {
-            return Err(CollectError::PageAfterEnd {
-                page: self.pages + 1,
-            });
+        self.check_not_ended()?;
+        let page = match page {
+            Value::Object(page) => Ok(Page::of_tree(page, &self.options, true)),
+            other => Err(json_type(&other)),
+        };
+        self.take(page)
+    }
+
+    /// Takes the next page as JSON text, as [`push_page`](Self::push_page)
+    /// takes it as a tree, with the same results and errors.
+    ///
+    /// The text is read in one pass that keeps only what the collection
+    /// reads: `tools` (each tool's `name`, `title`, `annotations` and
+    /// `_meta`, or its whole definition when definitions are kept or
+    /// fingerprinted), `nextCursor`, and a JSON-RPC response's `result`,
+    /// `error`, `jsonrpc`, `id` and `method`. Descriptions and schemas are
+    /// checked, not built, and each tool is reduced to what the list keeps
+    /// of it as soon as it is read. Every value of the page is checked to be
+    /// readable, the skipped ones included, so that the same text gets the
+    /// same answer whatever is kept of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`push_page`](Self::push_page), plus:
+    /// [`CollectError::PageNotJson`] for text that is not JSON;
+    /// [`CollectError::DuplicatePageKey`] and [`CollectError::DuplicateKey`]
+    /// for a member the collection reads given twice (a tree would keep
+    /// one of the two silently); [`CollectError::Unreadable`] for a value
+    /// JSON's grammar allows but no tree holds (a number beyond the range of
+    /// a 64-bit float such as `1e400`, a lone surrogate escape such as
+    /// `"\ud800"`), naming the page, the tool and the member. These come
+    /// before any other error of the page.
+    pub fn push_page_json(&mut self, text: &str) -> Result<Option<&str>, CollectError> {
+        self.check_not_ended()?;
+        let page =
+            reader::read(text, &self.options).map_err(|fault| fault.at_page(self.pages + 1))?;
+        self.take(page)
+    }
+
+    /// Takes a whole JSON-RPC response text when it is exactly the
+    /// response to request `id` with a well-formed page as its result:
+    /// `jsonrpc` "2.0", integer `id`, no `method` or `error`, every tool an
+    /// object. The envelope and the page are read in one pass, as by
+    /// [`push_page_json`](Self::push_page_json). Returns `None`, having
+    /// changed nothing, for text that is not JSON and for any other
+    /// message: the caller then sorts the message itself and hands the
+    /// result to [`push_page_json`](Self::push_page_json), whose errors are
+    /// precise. A member given twice or a value that cannot be read is
+    /// refused here, whatever the message: sorted as a tree, one of the two
+    /// values would silently win.
+    pub fn push_response_json(
+        &mut self,
+        text: &str,
+        id: u64,
+    ) -> Option<Result<Option<&str>, CollectError>> {
+        let response = match reader::read(text, &self.options) {
+            Ok(Ok(response)) => response,
+            Ok(Err(_)) | Err(reader::Fault::NotJson(_)) => return None,
+            Err(fault) => return Some(Err(fault.at_page(self.pages + 1))),
+        };
+        let absent = |member: &Option<Value>| member.as_ref().is_none_or(Value::is_null);
+        let well_formed = response.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0")
+            && response.id.as_ref().and_then(Value::as_u64) == Some(id)
+            && absent(&response.method)
+            && absent(&response.error);
+        let Some(Ok(page)) = response.result.filter(|_| well_formed) else {
+            return None;
+        };
+        let tools_are_objects = match &page.tools {
+            Some(Tools::Array(tools)) => tools.iter().all(|tool| matches!(tool, Listing::Tool(_))),
+            _ => false,
+        };
+        let cursor_is_usable = page
+            .cursor
+            .as_ref()
+            .is_none_or(|cursor| cursor.is_null() || cursor.is_string());
+        if !(tools_are_objects && cursor_is_usable) {
+            return None;
         }
+        if let Err(error) = self.check_not_ended() {
+            return Some(Err(error));
+        }
+        Some(self.take(Ok(*page)))
+    }
+
+    /// Takes page `page`, read from a tree or from text (or the JSON type
+    /// it is instead of an object): what a page means is said here only.
+    fn take(&mut self, page: Result<Page, &'static str>) -> Result<Option<&str>, CollectError> {
         self.pages += 1;
         let number = self.pages;
-        let mut page = match page {
-            Value::Object(map) => map,
-            other => {
-                return Err(CollectError::PageNotObject {
-                    page: number,
-                    found: json_type(&other),
-                });
-            }
-        };
-        if is_jsonrpc_response(&page) {
-            page = unwrap_response(number, page)?;
+        let mut page = page.map_err(|found| CollectError::PageNotObject {
+            page: number,
+            found,
+        })?;
+        if page.is_response() {
+            page = page.unwrapped(number)?;
         }
-        let cursor = match page.remove("nextCursor") {
+        let cursor = match page.cursor {
             None | Some(Value::Null) => None,
             Some(Value::String(cursor)) => Some(cursor),
             Some(other) => {
@@ -426,12 +616,12 @@ impl Collector {
                 });
             }
         };
-        let tools = match page.remove("tools") {
-            Some(Value::Array(tools)) => tools,
-            Some(other) => {
+        let tools = match page.tools {
+            Some(Tools::Array(tools)) => tools,
+            Some(Tools::Other(found)) => {
                 return Err(CollectError::ToolsNotArray {
                     page: number,
-                    found: json_type(&other),
+                    found,
                 });
             }
             None => {
@@ -444,38 +634,20 @@ impl Collector {
         self.follow(number, cursor)?;
         self.tools.reserve(tools.len());
         for (index, tool) in tools.into_iter().enumerate() {
-            self.push_tool(number, index + 1, tool)?;
+            let tool = match tool {
+                Listing::Tool(tool) => tool,
+                Listing::Other(found) => {
+                    return Err(CollectError::ToolNotObject {
+                        page: number,
+                        index: index + 1,
+                        found,
+                    });
+                }
+            };
+            let listed = self.check_tool(number, index + 1, tool)?;
+            self.tools.push(listed);
         }
         Ok(self.pending.as_deref())
-    }
-
-    fn push_tool(&mut self, page: usize, index: usize, tool: Value) -> Result<(), CollectError> {
-        let tool = match tool {
-            Value::Object(map) => map,
-            other => {
-                return Err(CollectError::ToolNotObject {
-                    page,
-                    index,
-                    found: json_type(&other),
-                });
-            }
-        };
-        let fingerprint = self
-            .options
-            .fingerprints
-            .then(|| Fingerprint::of_definition(&tool));
-        let parts = ToolParts {
-            name: tool.get("name"),
-            title: title_of(&tool),
-            annotations: tool.get("annotations"),
-            meta: tool.get("_meta"),
-        };
-        let listed = self.check_tool(page, index, parts, fingerprint)?;
-        self.tools.push(ListedTool {
-            definition: self.options.keep_definitions.then_some(tool),
-            ..listed
-        });
-        Ok(())
     }
 
     /// Checks one tool's name, hints and uniqueness, and records its name.
@@ -483,32 +655,15 @@ impl Collector {
         &mut self,
         page: usize,
         index: usize,
-        parts: ToolParts<'_>,
-        fingerprint: Option<Fingerprint>,
+        tool: ToolSummary,
     ) -> Result<ListedTool, CollectError> {
-        let name = match parts.name {
-            Some(Value::String(name)) => name.clone(),
-            Some(other) => {
-                return Err(CollectError::NameNotString {
-                    page,
-                    index,
-                    found: json_type(other),
-                });
-            }
-            None => {
-                return Err(CollectError::NameNotString {
-                    page,
-                    index,
-                    found: "missing",
-                });
-            }
-        };
-        let hints = ToolHints::from_json(parts.annotations, parts.meta).map_err(|error| {
-            CollectError::Hint {
-                tool: name.clone(),
-                page,
-                error,
-            }
+        let name = tool
+            .name
+            .map_err(|found| CollectError::NameNotString { page, index, found })?;
+        let hints = tool.hints.map_err(|error| CollectError::Hint {
+            tool: name.clone(),
+            page,
+            error,
         })?;
         match self.pages_of_names.entry(name) {
             Entry::Occupied(first) => Err(CollectError::DuplicateName {
@@ -519,173 +674,28 @@ impl Collector {
             Entry::Vacant(slot) => {
                 let name = slot.key().clone();
                 slot.insert(page);
-                let idempotency_key = parts
-                    .meta
-                    .and_then(|meta| meta.get(KEY_META_KEY))
-                    .and_then(Value::as_str)
-                    .filter(|field| !field.is_empty())
-                    .map(str::to_owned);
                 Ok(ListedTool {
                     name,
                     page,
-                    title: parts.title,
+                    title: tool.title,
                     hints,
-                    fingerprint,
-                    definition: None,
-                    idempotency_key,
+                    fingerprint: tool.fingerprint,
+                    definition: tool.definition,
+                    idempotency_key: tool.idempotency_key,
                 })
             }
         }
     }
 
-    /// Takes the next page as JSON text, as [`push_page`](Self::push_page)
-    /// takes it as a tree, with the same results and errors.
-    ///
-    /// Unless whole definitions are kept or fingerprinted, each tool is
-    /// scanned for `name`, `title`, `annotations` and `_meta` without
-    /// building a tree of its description and schemas; on big lists this is
-    /// several times faster and smaller. Text that does not have the usual
-    /// shape is handed to [`push_page`](Self::push_page), whose error then
-    /// says what is wrong.
-    ///
-    /// # Errors
-    ///
-    /// As [`push_page`](Self::push_page), plus
-    /// [`CollectError::PageNotJson`] for text that is not JSON.
-    pub fn push_page_json(&mut self, text: &str) -> Result<Option<&str>, CollectError> {
-        if self.options.fingerprints || self.options.keep_definitions {
-            return self.push_page_slow(text);
-        }
-        // One pass over the page: each tool's description and schemas are
-        // skipped, not built.
-        let view = match serde_json::from_str::<PageView<'_>>(text) {
-            Ok(view @ PageView { tools: Some(_), .. }) => view,
-            Ok(PageView {
-                tools: None,
-                result: Some(result),
-                error: None,
-                ..
-            }) => match serde_json::from_str::<PageView<'_>>(result.get()) {
-                Ok(inner @ PageView { tools: Some(_), .. }) => inner,
-                _ => return self.push_page_slow(text),
-            },
-            _ => return self.push_page_slow(text),
-        };
-        let (Some(tools), cursor) = (view.tools, view.next_cursor) else {
-            return self.push_page_slow(text);
-        };
-        let cursor = match cursor.map(|raw| serde_json::from_str::<Value>(raw.get())) {
-            None | Some(Ok(Value::Null)) => None,
-            Some(Ok(Value::String(cursor))) => Some(cursor),
-            _ => return self.push_page_slow(text),
-        };
-        self.take_view(tools, cursor)
-    }
-
-    /// Takes a whole JSON-RPC response text when it is exactly the
-    /// response to request `id` with a well-formed page as its result:
-    /// `jsonrpc` "2.0", integer `id`, no `method` or `error`, every tool an
-    /// object. The envelope and the page are read in one pass. Returns
-    /// `None`, having changed nothing, for any other text: the caller then
-    /// sorts the message itself and hands the result to
-    /// [`push_page_json`](Self::push_page_json), whose errors are precise.
-    pub fn push_response_json(
-        &mut self,
-        text: &str,
-        id: u64,
-    ) -> Option<Result<Option<&str>, CollectError>> {
-        #[derive(Deserialize)]
-        struct ResponseView<'a> {
-            jsonrpc: Option<&'a str>,
-            id: Option<u64>,
-            method: Option<IgnoredAny>,
-            error: Option<IgnoredAny>,
-            #[serde(borrow)]
-            result: Option<PageView<'a>>,
-        }
-        if self.options.fingerprints || self.options.keep_definitions {
-            return None;
-        }
-        let response: ResponseView<'_> = serde_json::from_str(text).ok()?;
-        let well_formed = response.jsonrpc == Some("2.0")
-            && response.id == Some(id)
-            && response.method.is_none()
-            && response.error.is_none();
-        let page = response.result.filter(|_| well_formed)?;
-        let cursor = match page
-            .next_cursor
-            .map(|raw| serde_json::from_str::<Value>(raw.get()))
-        {
-            None | Some(Ok(Value::Null)) => None,
-            Some(Ok(Value::String(cursor))) => Some(cursor),
-            _ => return None,
-        };
-        Some(self.take_view(page.tools?, cursor))
-    }
-
-    fn take_view(
-        &mut self,
-        tools: Vec<ToolView<'_>>,
-        cursor: Option<String>,
-    ) -> Result<Option<&str>, CollectError> {
+    /// [`CollectError::PageAfterEnd`] once a page without `nextCursor` was
+    /// taken.
+    fn check_not_ended(&self) -> Result<(), CollectError> {
         if self.pages > 0 && self.pending.is_none() {
             return Err(CollectError::PageAfterEnd {
                 page: self.pages + 1,
             });
         }
-        self.pages += 1;
-        let number = self.pages;
-        self.follow(number, cursor)?;
-        self.tools.reserve(tools.len());
-        let small = |raw: Option<&RawValue>| {
-            raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
-        };
-        for (index, view) in tools.into_iter().enumerate() {
-            if let Some(key) = view.annotations.and_then(|raw| duplicate_hint(raw.get())) {
-                return Err(CollectError::DuplicateKey {
-                    page: number,
-                    index: index + 1,
-                    key: format!("annotations.{key}"),
-                });
-            }
-            let (name, annotations, meta) =
-                (small(view.name), small(view.annotations), small(view.meta));
-            let title = small(view.title)
-                .and_then(|title| title_text(&title))
-                .or_else(|| {
-                    annotations
-                        .as_ref()
-                        .and_then(|annotations| annotations.get("title"))
-                        .and_then(title_text)
-                });
-            let parts = ToolParts {
-                name: name.as_ref(),
-                title,
-                annotations: annotations.as_ref(),
-                meta: meta.as_ref(),
-            };
-            let listed = self.check_tool(number, index + 1, parts, None)?;
-            self.tools.push(listed);
-        }
-        Ok(self.pending.as_deref())
-    }
-
-    fn push_page_slow(&mut self, text: &str) -> Result<Option<&str>, CollectError> {
-        // A tree keeps the last of two equal keys: look for them first.
-        if let Some((index, key)) = duplicate_key(text) {
-            return Err(CollectError::DuplicateKey {
-                page: self.pages + 1,
-                index,
-                key,
-            });
-        }
-        match serde_json::from_str::<Value>(text) {
-            Ok(page) => self.push_page(page),
-            Err(error) => Err(CollectError::PageNotJson {
-                page: self.pages + 1,
-                error: error.to_string(),
-            }),
-        }
+        Ok(())
     }
 
     /// Records the cursor page `number` returned. A server that repeats a
@@ -755,139 +765,782 @@ pub fn collect_pages(
     collector.finish()
 }
 
-fn is_jsonrpc_response(page: &Map<String, Value>) -> bool {
-    !page.contains_key("tools")
-        && (page.contains_key("jsonrpc")
-            || page.contains_key("result")
-            || page.contains_key("error"))
+/// A page as the collection takes it, read from a tree
+/// ([`Page::of_tree`]) or from text ([`reader::read`]).
+#[derive(Default)]
+struct Page {
+    /// `nextCursor`, as given.
+    cursor: Option<Value>,
+    /// `tools`.
+    tools: Option<Tools>,
+    /// A JSON-RPC response's members, read on the outermost object only.
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    /// `result`: the page it carries, or its JSON type when not an object.
+    result: Option<Result<Box<Page>, &'static str>>,
+    /// `error`: its `code` and `message` (other members are dropped).
+    error: Option<Value>,
 }
 
-fn unwrap_response(
-    page: usize,
-    mut response: Map<String, Value>,
-) -> Result<Map<String, Value>, CollectError> {
-    if let Some(error) = response.remove("error") {
-        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("(no message)")
-            .to_owned();
-        return Err(CollectError::JsonRpcError {
-            page,
-            code,
-            message,
-        });
-    }
-    match response.remove("result") {
-        Some(Value::Object(result)) => Ok(result),
-        Some(other) => Err(CollectError::PageNotObject {
-            page,
-            found: json_type(&other),
-        }),
-        None => Err(CollectError::ToolsNotArray {
-            page,
-            found: "missing",
-        }),
-    }
+/// A page's `tools`: the tools, or the JSON type it is instead of an array.
+enum Tools {
+    Array(Vec<Listing>),
+    Other(&'static str),
 }
 
-/// What one tool contributes besides its definition.
-struct ToolParts<'a> {
-    name: Option<&'a Value>,
+/// One entry of `tools`: a tool, or the JSON type it is instead of an
+/// object.
+enum Listing {
+    Tool(ToolSummary),
+    Other(&'static str),
+}
+
+/// What the list keeps of one tool object, read as soon as the object is:
+/// the definition itself only when definitions are kept.
+struct ToolSummary {
+    /// The name, or what `name` is instead of a string (`"missing"`).
+    name: Result<String, &'static str>,
     title: Option<String>,
-    annotations: Option<&'a Value>,
-    meta: Option<&'a Value>,
+    hints: Result<ToolHints, HintError>,
+    idempotency_key: Option<String>,
+    fingerprint: Option<Fingerprint>,
+    definition: Option<Map<String, Value>>,
 }
 
-/// A page's members that matter, borrowed from its text. A page whose
-/// tools are not all objects fails to parse as this, and takes the tree
-/// path, which names the fault.
-#[derive(Deserialize)]
-struct PageView<'a> {
-    #[serde(borrow)]
-    tools: Option<Vec<ToolView<'a>>>,
-    #[serde(borrow, rename = "nextCursor")]
-    next_cursor: Option<&'a RawValue>,
-    #[serde(borrow)]
-    result: Option<&'a RawValue>,
-    error: Option<IgnoredAny>,
-}
-
-/// A tool's members that matter, borrowed from its text; the rest
-/// (description, schemas, ...) is skipped without being built.
-#[derive(Deserialize)]
-struct ToolView<'a> {
-    #[serde(borrow)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow)]
-    title: Option<&'a RawValue>,
-    #[serde(borrow)]
-    annotations: Option<&'a RawValue>,
-    #[serde(borrow, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-}
-
-/// The hints of `annotations`, for finding one given twice (serde refuses a
-/// struct field seen twice; a tree keeps the last).
-#[derive(Deserialize)]
-#[allow(dead_code)]
-struct AnnotationsView {
-    #[serde(rename = "readOnlyHint")]
-    read_only: Option<IgnoredAny>,
-    #[serde(rename = "destructiveHint")]
-    destructive: Option<IgnoredAny>,
-    #[serde(rename = "idempotentHint")]
-    idempotent: Option<IgnoredAny>,
-    #[serde(rename = "openWorldHint")]
-    open_world: Option<IgnoredAny>,
-    title: Option<IgnoredAny>,
-}
-
-/// The field a serde error says was given twice.
-fn duplicate_field(error: &serde_json::Error) -> Option<String> {
-    let message = error.to_string();
-    let rest = message.strip_prefix("duplicate field `")?;
-    rest.split('`').next().map(str::to_owned)
-}
-
-/// The hint (or title) that `annotations` text gives twice, if any.
-fn duplicate_hint(annotations: &str) -> Option<String> {
-    match serde_json::from_str::<AnnotationsView>(annotations) {
-        Err(error) => duplicate_field(&error),
-        Ok(_) => None,
-    }
-}
-
-/// The first tool of page `text` (from 1) that gives a member the audit
-/// reads twice, and that member. Pages of other shapes give `None`: the
-/// tree path names what is wrong with them.
-fn duplicate_key(text: &str) -> Option<(usize, String)> {
-    #[derive(Deserialize)]
-    struct Outer<'a> {
-        #[serde(borrow)]
-        tools: Option<&'a RawValue>,
-        #[serde(borrow)]
-        result: Option<&'a RawValue>,
-    }
-    let outer: Outer<'_> = serde_json::from_str(text).ok()?;
-    let tools = match (outer.tools, outer.result) {
-        (Some(tools), _) => tools,
-        (None, Some(result)) => {
-            serde_json::from_str::<Outer<'_>>(result.get())
-                .ok()?
-                .tools?
-        }
-        (None, None) => return None,
-    };
-    let tools: Vec<&RawValue> = serde_json::from_str(tools.get()).ok()?;
-    tools.iter().enumerate().find_map(|(index, tool)| {
-        let key = match serde_json::from_str::<ToolView<'_>>(tool.get()) {
-            Err(error) => duplicate_field(&error)?,
-            Ok(view) => format!("annotations.{}", duplicate_hint(view.annotations?.get())?),
+impl ToolSummary {
+    fn of(tool: Map<String, Value>, options: &CollectOptions) -> ToolSummary {
+        let name = match tool.get("name") {
+            Some(Value::String(name)) => Ok(name.clone()),
+            Some(other) => Err(json_type(other)),
+            None => Err("missing"),
         };
-        Some((index + 1, key))
-    })
+        let meta = tool.get("_meta");
+        ToolSummary {
+            name,
+            title: title_of(&tool),
+            hints: ToolHints::from_json(tool.get("annotations"), meta),
+            idempotency_key: meta
+                .and_then(|meta| meta.get(KEY_META_KEY))
+                .and_then(Value::as_str)
+                .filter(|field| !field.is_empty())
+                .map(str::to_owned),
+            fingerprint: options
+                .fingerprints
+                .then(|| Fingerprint::of_definition(&tool)),
+            definition: options.keep_definitions.then_some(tool),
+        }
+    }
+}
+
+impl Page {
+    /// The page of tree `page`; `outermost`: also read the members of a
+    /// JSON-RPC response.
+    fn of_tree(mut page: Map<String, Value>, options: &CollectOptions, outermost: bool) -> Page {
+        let tools = page.remove("tools").map(|tools| match tools {
+            Value::Array(tools) => Tools::Array(
+                tools
+                    .into_iter()
+                    .map(|tool| match tool {
+                        Value::Object(tool) => Listing::Tool(ToolSummary::of(tool, options)),
+                        other => Listing::Other(json_type(&other)),
+                    })
+                    .collect(),
+            ),
+            other => Tools::Other(json_type(&other)),
+        });
+        let cursor = page.remove("nextCursor");
+        if !outermost {
+            return Page {
+                cursor,
+                tools,
+                ..Page::default()
+            };
+        }
+        Page {
+            cursor,
+            tools,
+            jsonrpc: page.remove("jsonrpc"),
+            id: page.remove("id"),
+            method: page.remove("method"),
+            result: page.remove("result").map(|result| match result {
+                Value::Object(result) => Ok(Box::new(Page::of_tree(result, options, false))),
+                other => Err(json_type(&other)),
+            }),
+            error: page.remove("error"),
+        }
+    }
+
+    /// Whether this is a JSON-RPC response rather than a page: no `tools`,
+    /// and `jsonrpc`, `result` or `error`.
+    fn is_response(&self) -> bool {
+        self.tools.is_none()
+            && (self.jsonrpc.is_some() || self.result.is_some() || self.error.is_some())
+    }
+
+    /// The page a response carries, or its error.
+    fn unwrapped(self, page: usize) -> Result<Page, CollectError> {
+        if let Some(error) = self.error {
+            let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_owned();
+            return Err(CollectError::JsonRpcError {
+                page,
+                code,
+                message,
+            });
+        }
+        match self.result {
+            Some(Ok(result)) => Ok(*result),
+            Some(Err(found)) => Err(CollectError::PageNotObject { page, found }),
+            None => Err(CollectError::ToolsNotArray {
+                page,
+                found: "missing",
+            }),
+        }
+    }
+}
+
+/// Reading a page's JSON text in one pass into a [`Page`], keeping only the
+/// members the collection reads and checking every other value without
+/// building it.
+///
+/// Which members are read is said by the tables below ([`PAGE`],
+/// [`RESULT`], [`TOOL`] and the [`Members`] they lead to), so that the
+/// members refused when given twice are exactly the ones read.
+mod reader {
+    use std::borrow::Cow;
+    use std::cell::RefCell;
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    use super::{CollectError, CollectOptions, Listing, Page, ToolSummary, Tools};
+    use crate::hints::PROVENANCE_META_KEY;
+    use crate::idempotency::KEY_META_KEY;
+
+    /// The members of a page the collection reads; a response's members
+    /// are read on the outermost object only. `pages` is read by the
+    /// saved-pages file format (`{"pages": [...]}`), which hands a file
+    /// here whole when its `pages` cannot be taken apart.
+    const PAGE: [&str; 8] = [
+        "tools",
+        "nextCursor",
+        "result",
+        "error",
+        "jsonrpc",
+        "id",
+        "method",
+        "pages",
+    ];
+
+    /// The members of a response's `result` the collection reads.
+    const RESULT: [&str; 2] = ["tools", "nextCursor"];
+
+    /// The members of a tool the collection reads, each kept whole but
+    /// `annotations` and `_meta` (see [`ANNOTATIONS`] and [`META`]).
+    const TOOL: [&str; 4] = ["name", "title", "annotations", "_meta"];
+
+    /// How one value below a tool or a response's `error` is read.
+    #[derive(Clone, Copy)]
+    enum Shape {
+        /// Checked to be readable, then dropped.
+        Skip,
+        /// Kept whole, as a tree.
+        Whole,
+        /// An object whose [`Members`] are read by their own shapes and
+        /// refused when given twice; anything else is kept as an empty
+        /// value of its JSON type, which is all that is reported of it.
+        Object(&'static Members),
+    }
+
+    /// The members of an object that the collection reads, with their
+    /// shapes, and the shape of all the others.
+    struct Members {
+        read: &'static [(&'static str, Shape)],
+        others: Shape,
+    }
+
+    /// The hints, read from `annotations` and from the provenance record.
+    const HINTS: [(&str, Shape); 4] = [
+        ("readOnlyHint", Shape::Whole),
+        ("destructiveHint", Shape::Whole),
+        ("idempotentHint", Shape::Whole),
+        ("openWorldHint", Shape::Whole),
+    ];
+
+    static ANNOTATIONS: Members = Members {
+        read: &[
+            HINTS[0],
+            HINTS[1],
+            HINTS[2],
+            HINTS[3],
+            ("title", Shape::Whole),
+        ],
+        others: Shape::Whole,
+    };
+
+    static PROVENANCE: Members = Members {
+        read: &HINTS,
+        others: Shape::Whole,
+    };
+
+    static META: Members = Members {
+        read: &[
+            (PROVENANCE_META_KEY, Shape::Object(&PROVENANCE)),
+            (KEY_META_KEY, Shape::Whole),
+        ],
+        others: Shape::Whole,
+    };
+
+    /// A JSON-RPC error: what [`CollectError::JsonRpcError`] says.
+    static ERROR: Members = Members {
+        read: &[("code", Shape::Whole), ("message", Shape::Whole)],
+        others: Shape::Skip,
+    };
+
+    /// Why a page's text could not be read.
+    #[derive(Debug)]
+    pub(super) enum Fault {
+        /// Not JSON: the parser's message.
+        NotJson(String),
+        /// A member the collection reads is given twice.
+        Duplicate { tool: Option<usize>, key: String },
+        /// A value that cannot be read (or an object whose member name
+        /// cannot, when `member` is `None`).
+        Unreadable {
+            tool: Option<usize>,
+            member: Option<String>,
+            error: String,
+        },
+    }
+
+    impl Fault {
+        /// The error, for page `page`.
+        pub(super) fn at_page(self, page: usize) -> CollectError {
+            match self {
+                Fault::NotJson(error) => CollectError::PageNotJson { page, error },
+                Fault::Duplicate {
+                    tool: Some(index),
+                    key,
+                } => CollectError::DuplicateKey { page, index, key },
+                Fault::Duplicate { tool: None, key } => {
+                    CollectError::DuplicatePageKey { page, key }
+                }
+                Fault::Unreadable {
+                    tool: None,
+                    member: None,
+                    error,
+                } => CollectError::PageNotJson { page, error },
+                Fault::Unreadable {
+                    tool,
+                    member,
+                    error,
+                } => CollectError::Unreadable {
+                    page,
+                    index: tool,
+                    member,
+                    error,
+                },
+            }
+        }
+    }
+
+    /// Where in the page the parse failed, recorded by the visitors on the
+    /// way out of the failure: serde's errors carry only a message.
+    #[derive(Default)]
+    struct Trace {
+        /// A visitor below has recorded the failure.
+        recorded: bool,
+        /// The failure is a member given twice.
+        duplicate: bool,
+        /// The member path, innermost first, within the tool when `tool`
+        /// is set, else within the page.
+        path: Vec<String>,
+        /// The tool, counting from 1.
+        tool: Option<usize>,
+    }
+
+    impl Trace {
+        fn duplicate(&mut self, key: &str) {
+            self.recorded = true;
+            self.duplicate = true;
+            self.path = vec![key.to_owned()];
+        }
+
+        /// A member name could not be read: the object holding it is named.
+        fn in_key(&mut self) {
+            self.recorded = true;
+        }
+
+        /// The value of member `key` failed.
+        fn in_member(&mut self, key: &str) {
+            if !self.recorded || self.tool.is_none() {
+                self.path.push(key.to_owned());
+            }
+            self.recorded = true;
+        }
+
+        /// Tool `index` of `tools` failed.
+        fn in_tool(&mut self, index: usize) {
+            self.recorded = true;
+            self.tool.get_or_insert(index);
+        }
+
+        fn into_fault(self, error: &serde_json::Error) -> Fault {
+            let member = (!self.path.is_empty()).then(|| {
+                let mut path = self.path;
+                path.reverse();
+                path.join(".")
+            });
+            match (self.recorded, self.duplicate, member) {
+                (true, true, Some(key)) => Fault::Duplicate {
+                    tool: self.tool,
+                    key,
+                },
+                (true, _, member) if !error.is_eof() => Fault::Unreadable {
+                    tool: self.tool,
+                    member,
+                    error: error.to_string(),
+                },
+                _ => Fault::NotJson(error.to_string()),
+            }
+        }
+    }
+
+    /// Reads page `text`: the page, or the JSON type it is instead of an
+    /// object.
+    pub(super) fn read(
+        text: &str,
+        options: &CollectOptions,
+    ) -> Result<Result<Page, &'static str>, Fault> {
+        let trace = RefCell::new(Trace::default());
+        let mut parser = serde_json::Deserializer::from_str(text);
+        let seed = PageSeed {
+            ctx: Ctx {
+                options,
+                trace: &trace,
+            },
+            outermost: true,
+        };
+        match seed.deserialize(&mut parser).and_then(|page| {
+            parser.end()?;
+            Ok(page)
+        }) {
+            Ok(page) => Ok(page),
+            Err(error) => Err(trace.into_inner().into_fault(&error)),
+        }
+    }
+
+    /// What every visitor below shares.
+    #[derive(Clone, Copy)]
+    struct Ctx<'c> {
+        options: &'c CollectOptions,
+        trace: &'c RefCell<Trace>,
+    }
+
+    /// Reads the members of an object in order: `take(read, key, map)`
+    /// reads each value, `read` being the position of its name among those
+    /// `find` knows. A known name given twice is refused; a failure is
+    /// traced to the member.
+    fn walk<'de, A: MapAccess<'de>>(
+        mut map: A,
+        trace: &RefCell<Trace>,
+        find: impl Fn(&str) -> Option<usize>,
+        mut take: impl FnMut(Option<usize>, &str, &mut A) -> Result<(), A::Error>,
+    ) -> Result<(), A::Error> {
+        // Bit i: the member `find` puts at i has been seen.
+        let mut seen = 0u32;
+        loop {
+            let key = match map.next_key_seed(Key) {
+                Ok(Some(key)) => key,
+                Ok(None) => return Ok(()),
+                Err(error) => {
+                    trace.borrow_mut().in_key();
+                    return Err(error);
+                }
+            };
+            let read = find(&key);
+            if let Some(index) = read {
+                if seen & (1 << index) != 0 {
+                    trace.borrow_mut().duplicate(&key);
+                    return Err(de::Error::custom("a member given twice"));
+                }
+                seen |= 1 << index;
+            }
+            if let Err(error) = take(read, &key, &mut map) {
+                trace.borrow_mut().in_member(&key);
+                return Err(error);
+            }
+        }
+    }
+
+    fn position(names: &[&str], key: &str) -> Option<usize> {
+        names.iter().position(|name| *name == key)
+    }
+
+    /// `visit_*` for the JSON types a visitor takes as "something else":
+    /// each gives `$other(type)`, consuming arrays and objects checked.
+    macro_rules! other_types {
+        ($other:expr, [$($skip:ident),*]) => {
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok($other("a boolean"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok($other("a number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok($other("a number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok($other("a number"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok($other("a string"))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok($other("null"))
+            }
+            $(other_types!(@ $skip, $other);)*
+        };
+        (@ seq, $other:expr) => {
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Checked.visit_seq(seq)?;
+                Ok($other("an array"))
+            }
+        };
+        (@ map, $other:expr) => {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Checked.visit_map(map)?;
+                Ok($other("an object"))
+            }
+        };
+    }
+
+    /// A page, or a response's `result`.
+    #[derive(Clone, Copy)]
+    struct PageSeed<'c> {
+        ctx: Ctx<'c>,
+        /// Read a response's members too.
+        outermost: bool,
+    }
+
+    impl<'de> DeserializeSeed<'de> for PageSeed<'_> {
+        type Value = Result<Page, &'static str>;
+
+        fn deserialize<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<Self::Value, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for PageSeed<'_> {
+        type Value = Result<Page, &'static str>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a tools/list result object")
+        }
+
+        other_types!(Err, [seq]);
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            let ctx = self.ctx;
+            let names: &[&str] = if self.outermost { &PAGE } else { &RESULT };
+            let mut page = Page::default();
+            walk(
+                map,
+                ctx.trace,
+                |key| position(names, key),
+                |read, _, map| {
+                    match read.map(|index| names[index]) {
+                        Some("tools") => page.tools = Some(map.next_value_seed(ToolsSeed(ctx))?),
+                        Some("nextCursor") => page.cursor = Some(map.next_value()?),
+                        Some("result") => {
+                            let result = map.next_value_seed(PageSeed {
+                                ctx,
+                                outermost: false,
+                            })?;
+                            page.result = Some(result.map(Box::new));
+                        }
+                        Some("error") => {
+                            page.error = Some(map.next_value_seed(ValueSeed {
+                                shape: Shape::Object(&ERROR),
+                                trace: ctx.trace,
+                            })?);
+                        }
+                        Some("jsonrpc") => page.jsonrpc = Some(map.next_value()?),
+                        Some("id") => page.id = Some(map.next_value()?),
+                        Some("method") => page.method = Some(map.next_value()?),
+                        _ => {
+                            let Checked = map.next_value()?;
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+            Ok(Ok(page))
+        }
+    }
+
+    /// A page's `tools`.
+    #[derive(Clone, Copy)]
+    struct ToolsSeed<'c>(Ctx<'c>);
+
+    impl<'de> DeserializeSeed<'de> for ToolsSeed<'_> {
+        type Value = Tools;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Tools, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ToolsSeed<'_> {
+        type Value = Tools;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array of tools")
+        }
+
+        other_types!(Tools::Other, [map]);
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tools, A::Error> {
+            let mut tools = Vec::new();
+            loop {
+                match seq.next_element_seed(ToolSeed(self.0)) {
+                    Ok(Some(tool)) => tools.push(tool),
+                    Ok(None) => return Ok(Tools::Array(tools)),
+                    Err(error) => {
+                        self.0.trace.borrow_mut().in_tool(tools.len() + 1);
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One entry of `tools`, reduced to what the list keeps of it as soon
+    /// as it is read.
+    #[derive(Clone, Copy)]
+    struct ToolSeed<'c>(Ctx<'c>);
+
+    impl<'de> DeserializeSeed<'de> for ToolSeed<'_> {
+        type Value = Listing;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Listing, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ToolSeed<'_> {
+        type Value = Listing;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a tool object")
+        }
+
+        other_types!(Listing::Other, [seq]);
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Listing, A::Error> {
+            let Ctx { options, trace } = self.0;
+            // The other members too, when the definition is kept or
+            // fingerprinted.
+            let others = if options.fingerprints || options.keep_definitions {
+                Shape::Whole
+            } else {
+                Shape::Skip
+            };
+            let mut tool = Map::new();
+            walk(
+                map,
+                trace,
+                |key| position(&TOOL, key),
+                |read, key, map| {
+                    let shape = match read {
+                        Some(2) => Shape::Object(&ANNOTATIONS),
+                        Some(3) => Shape::Object(&META),
+                        Some(_) => Shape::Whole,
+                        None => others,
+                    };
+                    let value = map.next_value_seed(ValueSeed { shape, trace })?;
+                    if !matches!(shape, Shape::Skip) {
+                        tool.insert(key.to_owned(), value);
+                    }
+                    Ok(())
+                },
+            )?;
+            Ok(Listing::Tool(ToolSummary::of(tool, options)))
+        }
+    }
+
+    /// One value below a tool or an `error`, read by its shape.
+    #[derive(Clone, Copy)]
+    struct ValueSeed<'t> {
+        shape: Shape,
+        trace: &'t RefCell<Trace>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+        type Value = Value;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+            match self.shape {
+                Shape::Whole => Value::deserialize(deserializer),
+                Shape::Skip => Checked::deserialize(deserializer).map(|Checked| Value::Null),
+                Shape::Object(_) => deserializer.deserialize_any(self),
+            }
+        }
+    }
+
+    impl<'de> Visitor<'de> for ValueSeed<'_> {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        // Values of another type than an object: only their type is
+        // reported, so an empty value of it stands for them.
+        fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+            Ok(Value::Bool(value))
+        }
+
+        fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Value, E> {
+            Ok(Value::String(String::new()))
+        }
+
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+            Checked.visit_seq(seq)?;
+            Ok(Value::Array(Vec::new()))
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+            let Shape::Object(members) = self.shape else {
+                Checked.visit_map(map)?;
+                return Ok(Value::Object(Map::new()));
+            };
+            let mut object = Map::new();
+            let find = |key: &str| members.read.iter().position(|(name, _)| *name == key);
+            walk(map, self.trace, find, |read, key, map| {
+                let shape = read.map_or(members.others, |index| members.read[index].1);
+                let value = map.next_value_seed(ValueSeed {
+                    shape,
+                    trace: self.trace,
+                })?;
+                if !matches!(shape, Shape::Skip) {
+                    object.insert(key.to_owned(), value);
+                }
+                Ok(())
+            })?;
+            Ok(Value::Object(object))
+        }
+    }
+
+    /// A member name, borrowed from the text when it has no escapes.
+    struct Key;
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = Cow<'de, str>;
+
+        fn deserialize<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<Self::Value, D::Error> {
+            deserializer.deserialize_str(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Key {
+        type Value = Cow<'de, str>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a member name")
+        }
+
+        fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(key))
+        }
+
+        fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(key.to_owned()))
+        }
+    }
+
+    /// Any JSON value, read to the end and dropped. Unlike
+    /// [`serde::de::IgnoredAny`], which skips strings and numbers unread,
+    /// every string is decoded and every number converted, so a value that
+    /// a tree could not hold fails here too.
+    struct Checked;
+
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Checked, D::Error> {
+            deserializer.deserialize_any(Checked)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Checked {
+        type Value = Checked;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_unit<E>(self) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+            while seq.next_element::<Checked>()?.is_some() {}
+            Ok(Checked)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+            while map.next_entry::<Checked, Checked>()?.is_some() {}
+            Ok(Checked)
+        }
+    }
 }
 
 fn title_text(value: &Value) -> Option<String> {
@@ -1263,6 +1916,197 @@ mod text_tests {
                 )
                 .is_ok()
         );
+    }
+
+    /// The three ways the command reads pages: audit, lint, pin.
+    fn every_reading() -> [CollectOptions; 3] {
+        let options = |fingerprints, keep_definitions| CollectOptions {
+            fingerprints,
+            keep_definitions,
+            ..CollectOptions::default()
+        };
+        [
+            options(false, false),
+            options(false, true),
+            options(true, true),
+        ]
+    }
+
+    #[test]
+    fn a_page_member_given_twice_is_refused_not_guessed() {
+        let cases = [
+            (
+                r#"{"tools": [{"name": "a"}], "nextCursor": "more", "nextCursor": null}"#,
+                "page 1: `nextCursor` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"tools": [], "tools": [{"name": "a"}]}"#,
+                "page 1: `tools` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "nextCursor": "2"}, "result": {"tools": []}}"#,
+                "page 1: `result` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "nextCursor": "2", "nextCursor": null}}"#,
+                "page 1: `result.nextCursor` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}, "error": {"code": 1, "message": "m"}, "error": null}"#,
+                "page 1: `error` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "id": 2, "result": {"tools": []}}"#,
+                "page 1: `id` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"pages": [{"tools": []}], "pages": [{"tools": [], "nextCursor": "2"}]}"#,
+                "page 1: `pages` appears twice: which value holds is unknown",
+            ),
+        ];
+        for options in every_reading() {
+            for (text, message) in cases {
+                let mut collector = Collector::new(options.clone());
+                let error = collector.push_page_json(text).unwrap_err();
+                assert_eq!(error.to_string(), message, "{options:?}");
+                // A whole response is refused, not declined into a tree.
+                let mut collector = Collector::new(options.clone());
+                match collector.push_response_json(text, 1) {
+                    Some(Err(error)) => assert_eq!(error.to_string(), message),
+                    other => panic!("{text}: {other:?}"),
+                }
+            }
+        }
+        // Members the collection does not read are not its business.
+        let mut collector = Collector::new(CollectOptions::default());
+        assert_eq!(
+            collector
+                .push_page_json(r#"{"tools": [], "x": 1, "x": 2, "y": null}"#)
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_value_no_tree_holds_is_refused_by_every_reading_naming_where_it_is() {
+        let cases = [
+            (
+                r#"{"tools": [{"name": "a"}, {"name": "b", "annotations": {"readOnlyHint": true, "x": 1e400}}]}"#,
+                "page 1, tool 2: `annotations.x` cannot be read: number out of range at line 1 \
+                 column 88",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "annotations": {"readOnlyHint": 1e400}}]}"#,
+                "page 1, tool 1: `annotations.readOnlyHint` cannot be read: number out of range \
+                 at line 1 column 62",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "description": "\ud800 x"}]}"#,
+                "page 1, tool 1: `description` cannot be read: unexpected end of hex escape at \
+                 line 1 column 48",
+            ),
+            (
+                r#"{"tools": [{"name": "\udc00"}]}"#,
+                "page 1, tool 1: `name` cannot be read: lone leading surrogate in hex escape at \
+                 line 1 column 27",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "inputSchema": {"properties": {"n": {"maximum": -1e400}}}}]}"#,
+                "page 1, tool 1: `inputSchema` cannot be read: number out of range at line 1 \
+                 column 79",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "_meta": {"mcp-hints/provenance": {"readOnlyHint": "\udfff"}}}]}"#,
+                "page 1, tool 1: `_meta.mcp-hints/provenance.readOnlyHint` cannot be read: lone \
+                 leading surrogate in hex escape at line 1 column 83",
+            ),
+            (
+                r#"{"tools": [{"name": "a"}, 2e999]}"#,
+                "page 1, tool 2 cannot be read: number out of range at line 1 column 31",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "\udc00": 1}]}"#,
+                "page 1, tool 1 cannot be read: lone leading surrogate in hex escape at line 1 \
+                 column 32",
+            ),
+            (
+                r#"{"tools": [], "nextCursor": 1e400}"#,
+                "page 1: `nextCursor` cannot be read: number out of range at line 1 column 33",
+            ),
+            (
+                r#"{"tools": [], "serverNote": ["\ud800 x"]}"#,
+                "page 1: `serverNote` cannot be read: unexpected end of hex escape at line 1 \
+                 column 37",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "title": 1e400}]}}"#,
+                "page 1, tool 1: `title` cannot be read: number out of range at line 1 column 77",
+            ),
+        ];
+        for options in every_reading() {
+            for (text, message) in cases {
+                let mut collector = Collector::new(options.clone());
+                let error = collector.push_page_json(text).unwrap_err();
+                assert_eq!(error.to_string(), message, "{options:?}");
+            }
+        }
+        let mut collector = Collector::new(CollectOptions::default());
+        let response = r#"{"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "a", "annotations": {"readOnlyHint": true, "idempotentHint": 1e400}}]}}"#;
+        match collector.push_response_json(response, 3) {
+            Some(Err(error)) => assert_eq!(
+                error.to_string(),
+                "page 1, tool 1: `annotations.idempotentHint` cannot be read: number out of \
+                 range at line 1 column 124"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A big number that a float holds is read; cut text is not JSON.
+        let mut collector = Collector::new(CollectOptions::default());
+        assert!(
+            collector
+                .push_page_json(r#"{"tools": [{"name": "a", "inputSchema": {"maximum": 1e300}}]}"#)
+                .is_ok()
+        );
+        let mut collector = Collector::new(CollectOptions::default());
+        let error = collector
+            .push_page_json(r#"{"tools": [{"name": "a", "description": "cut"#)
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with("page 1 is not JSON: EOF"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn server_text_in_messages_is_escaped_and_cut() {
+        let forged = "a\nerror: forged\u{1b}[31m\u{202e}\u{2066}\u{200f}\u{61c}";
+        let shown = r"a\nerror: forged\u{1b}[31m\u{202e}\u{2066}\u{200f}\u{61c}";
+        let message = |page: Value| {
+            Collector::new(CollectOptions::default())
+                .push_page_json(&page.to_string())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            message(json!({ "tools": [{ "name": forged }, { "name": forged }] })),
+            format!("tool `{shown}` appears twice on page 1: which definition holds is unknown")
+        );
+        assert_eq!(
+            message(json!({ "tools": [{ "name": forged, "annotations": { "readOnlyHint": 1 } }] })),
+            format!(
+                "page 1, tool `{shown}`: `annotations.readOnlyHint` is a number, not a boolean"
+            )
+        );
+        assert_eq!(
+            message(
+                json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": 1, "message": forged } })
+            ),
+            format!("page 1 is a JSON-RPC error response: 1 \"{shown}\"")
+        );
+        let long = "n".repeat(100_000);
+        let error = message(json!({ "tools": [{ "name": long }, { "name": long }] }));
+        assert!(error.contains("… (100000 characters)"), "{error}");
+        assert!(error.len() < 400, "{} bytes", error.len());
     }
 
     #[test]

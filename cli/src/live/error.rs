@@ -35,7 +35,8 @@ impl LiveError {
             | LiveErrorKind::Timeout { stderr_tail, .. }
             | LiveErrorKind::NotJson { stderr_tail, .. }
             | LiveErrorKind::NotJsonRpc { stderr_tail, .. }
-            | LiveErrorKind::InvalidResponse { stderr_tail, .. } => stderr_tail,
+            | LiveErrorKind::InvalidResponse { stderr_tail, .. }
+            | LiveErrorKind::ResponseTooLarge { stderr_tail, .. } => stderr_tail,
             _ => &[],
         }
     }
@@ -58,6 +59,10 @@ impl From<LiveErrorKind> for LiveError {
 /// concern a stdio server's behaviour carry the last lines the server wrote to
 /// stderr (`stderr_tail`, at most 20, empty for HTTP) and print them after the
 /// message, one per line.
+///
+/// Text from the server (messages, excerpts, stderr lines, headers) is kept
+/// as sent in the fields and escaped in the `Display` text (see
+/// [`crate::text`]), so that no server can forge or colour a line of it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LiveErrorKind {
@@ -119,7 +124,8 @@ pub enum LiveErrorKind {
     /// The server sent something that does not parse as JSON: a stdout line,
     /// an HTTP response body or an SSE event's data.
     #[error(
-        "{target} sent {location} that is not JSON ({reason}) while answering `{request}`: {excerpt:?}{}",
+        "{target} sent {location} that is not JSON ({reason}) while answering `{request}`: {}{}",
+        quoted(excerpt),
         Tail(stderr_tail)
     )]
     NotJson {
@@ -142,7 +148,8 @@ pub enum LiveErrorKind {
     /// no `"jsonrpc": "2.0"`, neither `method` nor `id`, …), or a response to
     /// a request id this client never sent.
     #[error(
-        "{target} sent {location} that is not a valid JSON-RPC 2.0 message ({reason}) while answering `{request}`: {excerpt:?}{}",
+        "{target} sent {location} that is not a valid JSON-RPC 2.0 message ({reason}) while answering `{request}`: {}{}",
+        quoted(excerpt),
         Tail(stderr_tail)
     )]
     NotJsonRpc {
@@ -162,7 +169,9 @@ pub enum LiveErrorKind {
 
     /// The server answered `request` with a JSON-RPC error response.
     #[error(
-        "{target} answered `{request}` with JSON-RPC error {code}: {message}{}",
+        "{target} answered `{request}` with JSON-RPC error {code}{}: {}{}",
+        HttpNote(*http_status),
+        crate::text::shown(message),
         Data(data)
     )]
     Rpc {
@@ -177,6 +186,11 @@ pub enum LiveErrorKind {
         message: String,
         /// The error's `data`, if any.
         data: Option<Value>,
+        /// The HTTP status the error came with, when it was the body of a
+        /// non-2xx answer (2026-07-28 servers answer `400` for an
+        /// unsupported revision, `404` for an unknown method); `None` over
+        /// stdio and for an error in a `200` answer.
+        http_status: Option<u16>,
     },
 
     /// A response that is JSON-RPC but not a usable answer: neither `result`
@@ -225,7 +239,11 @@ pub enum LiveErrorKind {
     },
 
     /// The HTTP server answered with a status other than 2xx.
-    #[error("{target} answered `{request}` with HTTP {status}{}: {body:?}", status_hint(*status))]
+    #[error(
+        "{target} answered `{request}` with HTTP {status}{}: {}",
+        status_hint(*status),
+        quoted(body)
+    )]
     HttpStatus {
         /// Which server.
         target: String,
@@ -240,7 +258,8 @@ pub enum LiveErrorKind {
     /// A 2xx answer to a request whose `Content-Type` is neither
     /// `application/json` nor `text/event-stream`.
     #[error(
-        "{target} answered `{request}` with HTTP {status} and content type {content_type:?}; expected application/json or text/event-stream"
+        "{target} answered `{request}` with HTTP {status} and content type {}; expected application/json or text/event-stream",
+        quoted(content_type)
     )]
     UnexpectedContentType {
         /// Which server.
@@ -280,6 +299,51 @@ pub enum LiveErrorKind {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// One message from the server is larger than
+    /// [`LiveOptions::max_response_bytes`](super::LiveOptions::max_response_bytes):
+    /// a stdout line, an HTTP response body (by its `Content-Length`, or as
+    /// read), or an SSE event or line. Reading stops there, so a server
+    /// cannot make the client hold more than the bound.
+    #[error(
+        "{target} sent {location} of more than {}, the --max-response-bytes bound, while \
+         answering `{request}`: raise it if the server is right to send that much{}",
+        Bytes(*limit),
+        Tail(stderr_tail)
+    )]
+    ResponseTooLarge {
+        /// Which server.
+        target: String,
+        /// The request in flight.
+        request: String,
+        /// What was too large: `stdout line 3`, `an HTTP response body`,
+        /// `SSE event 2`.
+        location: String,
+        /// The bound, in bytes.
+        limit: u64,
+        /// The last lines of the server's stderr.
+        stderr_tail: Vec<String>,
+    },
+
+    /// The server does not speak the MCP revision asked for with
+    /// [`LiveOptions::protocol_version`](super::LiveOptions::protocol_version)
+    /// (`version` is `Some`), or, when the client negotiated, none of the
+    /// revisions this client speaks (`version` is `None`).
+    #[error("{}", refused(target, version.as_deref(), answer, supported))]
+    ProtocolRefused {
+        /// Which server.
+        target: String,
+        /// The revision asked for; `None` when negotiating found no common
+        /// revision.
+        version: Option<String>,
+        /// What the server answered, for people (`it answered
+        /// \`initialize\` with JSON-RPC error -32022: …`), its text escaped.
+        answer: String,
+        /// The revisions the server says it supports (from `server/discover`
+        /// or an unsupported-version error's `data.supported`), as sent;
+        /// empty when it did not say.
+        supported: Vec<String>,
+    },
+
     /// The URL is not an absolute `http://` or `https://` URL.
     #[error("invalid MCP server URL `{url}`: {reason}")]
     InvalidUrl {
@@ -298,6 +362,47 @@ pub enum LiveErrorKind {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+fn refused(target: &str, version: Option<&str>, answer: &str, supported: &[String]) -> String {
+    let known = super::ProtocolVersion::ALL;
+    let supported_text = supported
+        .iter()
+        .map(|version| crate::text::shown(version).into_owned())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let common = known
+        .iter()
+        .find(|known| supported.iter().any(|version| version == known.as_str()));
+    let mut text = match version {
+        Some(version) => format!(
+            "{target} refuses MCP {version}, the revision --protocol-version asks for: {answer}"
+        ),
+        None => format!(
+            "{target} speaks none of the MCP revisions mcp-hints speaks ({}): {answer}",
+            known
+                .iter()
+                .map(|known| known.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if !supported.is_empty() {
+        let _ = write!(text, "; it supports {supported_text}");
+    }
+    if version.is_some() {
+        match common {
+            Some(common) => {
+                let _ = write!(
+                    text,
+                    ": pass --protocol-version {common}, or leave --protocol-version out to \
+                     negotiate"
+                );
+            }
+            None => text.push_str(": leave --protocol-version out to negotiate"),
+        }
+    }
+    text
 }
 
 fn describe_exit(status: &Option<ExitStatus>) -> String {
@@ -344,10 +449,62 @@ impl std::fmt::Display for Tail<'_> {
         }
         write!(f, "\nlast lines of the server's stderr:")?;
         for line in self.0 {
-            write!(f, "\n  | {line}")?;
+            write!(f, "\n  | {}", crate::text::one_line(line))?;
         }
         Ok(())
     }
+}
+
+/// `67108864 bytes (64 MiB)`.
+struct Bytes(u64);
+
+impl std::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bytes = self.0;
+        write!(f, "{bytes} bytes")?;
+        for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+            if bytes >= size && bytes.is_multiple_of(size) {
+                return write!(f, " ({} {unit})", bytes / size);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ` (HTTP 400)` after an error code that came with a non-2xx status.
+struct HttpNote(Option<u16>);
+
+impl std::fmt::Display for HttpNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(status) => write!(f, " (HTTP {status})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `text` in double quotes for a message: `"` and `\` escaped as Rust
+/// escapes them, every character [`crate::text::shown`] escapes escaped the
+/// same way, and cut after [`crate::text::MAX_SHOWN`] characters with a note
+/// of its length, as `shown` cuts.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4 * crate::text::MAX_SHOWN) + 2);
+    out.push('"');
+    let mut buffer = [0u8; 4];
+    for c in text.chars().take(crate::text::MAX_SHOWN) {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push_str(&crate::text::shown(c.encode_utf8(&mut buffer))),
+        }
+    }
+    out.push('"');
+    if text.chars().nth(crate::text::MAX_SHOWN).is_some() {
+        let _ = write!(out, "… ({} characters)", text.chars().count());
+    }
+    out
 }
 
 struct Data<'a>(&'a Option<Value>);
@@ -356,7 +513,11 @@ impl std::fmt::Display for Data<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
             None => Ok(()),
-            Some(data) => write!(f, " (data: {})", super::jsonrpc::excerpt(&data.to_string())),
+            Some(data) => write!(
+                f,
+                " (data: {})",
+                crate::text::one_line(&super::jsonrpc::excerpt(&data.to_string()))
+            ),
         }
     }
 }

@@ -5,8 +5,10 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-/// How many characters of a server's text an error quotes.
-pub(crate) const EXCERPT_CHARS: usize = 200;
+/// How many characters of a server's text an error quotes: with the `…`
+/// that marks a cut, no more than [`crate::text::shown`] shows, so that an
+/// excerpt is escaped there but not cut again.
+pub(crate) const EXCERPT_CHARS: usize = crate::text::MAX_SHOWN - 1;
 
 /// `text` cut to [`EXCERPT_CHARS`] characters, `…` marking a cut.
 pub(crate) fn excerpt(text: &str) -> String {
@@ -57,11 +59,13 @@ pub(crate) enum Step {
     Invalid(String),
 }
 
-/// Sort one message (see [`Step`]). The server's requests are answered: `ping`
-/// with `{}`, anything else with -32601 method not found, since this client
-/// offers no capabilities beyond what it declared and must not leave the server
-/// waiting.
-pub(crate) fn step(message: &Value, our_id: u64) -> Step {
+/// Sort one message (see [`Step`]). With `answer_requests` (the
+/// `initialize` revisions) the server's requests are answered: `ping` with
+/// `{}`, anything else with -32601 method not found, since this client
+/// offers no capabilities beyond what it declared and must not leave the
+/// server waiting. Without it (2026-07-28, where a server must not send
+/// requests and a client must not send responses) they are ignored.
+pub(crate) fn step(message: &Value, our_id: u64, answer_requests: bool) -> Step {
     let Some(object) = message.as_object() else {
         return Step::Invalid(format!("expected a JSON object, got {}", kind(message)));
     };
@@ -78,6 +82,7 @@ pub(crate) fn step(message: &Value, our_id: u64) -> Step {
         };
         return match object.get("id") {
             None | Some(Value::Null) => Step::Ignore,
+            Some(Value::String(_) | Value::Number(_)) if !answer_requests => Step::Ignore,
             Some(id @ (Value::String(_) | Value::Number(_))) => Step::Reply(answer(id, method)),
             Some(id) => Step::Invalid(format!(
                 "request id is {}, expected a string or a number",
@@ -226,42 +231,53 @@ mod tests {
 
     #[test]
     fn sorts_messages() {
+        let step = |message: Value, our_id| step(&message, our_id, true);
         assert!(matches!(
-            step(&json!({"jsonrpc": "2.0", "id": 3, "result": {}}), 3),
+            step(json!({"jsonrpc": "2.0", "id": 3, "result": {}}), 3),
             Step::Done(_)
         ));
         assert!(matches!(
-            step(&json!({"jsonrpc": "2.0", "id": 2, "result": {}}), 3),
+            step(json!({"jsonrpc": "2.0", "id": 2, "result": {}}), 3),
             Step::Ignore
         ));
         assert!(matches!(
-            step(&json!({"jsonrpc": "2.0", "id": "3", "result": {}}), 3),
+            step(json!({"jsonrpc": "2.0", "id": "3", "result": {}}), 3),
             Step::Invalid(_)
         ));
         assert!(matches!(
             step(
-                &json!({"jsonrpc": "2.0", "method": "notifications/message"}),
+                json!({"jsonrpc": "2.0", "method": "notifications/message"}),
                 3
             ),
             Step::Ignore
         ));
-        let Step::Reply(reply) = step(&json!({"jsonrpc": "2.0", "id": "a", "method": "ping"}), 3)
+        let Step::Reply(reply) = step(json!({"jsonrpc": "2.0", "id": "a", "method": "ping"}), 3)
         else {
             panic!("ping is answered")
         };
         assert_eq!(reply, json!({"jsonrpc": "2.0", "id": "a", "result": {}}));
         let Step::Reply(reply) = step(
-            &json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}),
             3,
         ) else {
             panic!("requests are answered")
         };
         assert_eq!(reply["error"]["code"], -32601);
         assert!(matches!(
-            step(&json!({"id": 3, "result": {}}), 3),
+            step(json!({"id": 3, "result": {}}), 3),
             Step::Invalid(_)
         ));
-        assert!(matches!(step(&json!([1]), 3), Step::Invalid(_)));
+        assert!(matches!(step(json!([1]), 3), Step::Invalid(_)));
+    }
+
+    #[test]
+    fn a_2026_07_28_session_answers_no_server_request() {
+        for request in [
+            json!({"jsonrpc": "2.0", "id": "a", "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}),
+        ] {
+            assert!(matches!(super::step(&request, 3, false), Step::Ignore));
+        }
     }
 
     #[test]
@@ -318,6 +334,7 @@ mod tests {
         let long = "é".repeat(300);
         let cut = excerpt(&long);
         assert_eq!(cut.chars().count(), EXCERPT_CHARS + 1);
+        assert_eq!(cut.chars().count(), crate::text::MAX_SHOWN);
         assert!(cut.ends_with('…'));
         assert_eq!(excerpt("short"), "short");
     }

@@ -22,8 +22,8 @@ use super::jsonrpc::{self, Accept, Response, Step};
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// A longer stderr line is cut (characters).
 const STDERR_LINE_CHARS: usize = 500;
-/// A longer stdout line is an error rather than a memory hog.
-const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+/// How much of one stderr line is read; the rest of it is skipped.
+const STDERR_LINE_BYTES: usize = 64 * 1024;
 /// After stdout closes: how long to wait for the exit status and the rest of
 /// stderr.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
@@ -50,10 +50,31 @@ pub(crate) struct StdioTransport {
     stderr_task: Option<JoinHandle<()>>,
     /// The whole group has been waited for: nothing left to kill.
     reaped: bool,
+    /// The longest stdout line read, in bytes, without its newline.
+    max_line: u64,
+    /// Answer the server's requests (`initialize` revisions only).
+    pub(crate) answer_requests: bool,
+}
+
+/// How a stdio server ended when its session was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited by itself once its stdin closed (or had already), with this
+    /// status.
+    Exited(std::process::ExitStatus),
+    /// It was still running after the grace period and was killed, with
+    /// what was left of its process group.
+    Killed,
 }
 
 impl StdioTransport {
-    pub(crate) fn spawn(program: &OsString, args: &[OsString]) -> Result<Self, LiveError> {
+    /// Starts `program` with `args`; a stdout line longer than `max_line`
+    /// bytes is an error.
+    pub(crate) fn spawn(
+        program: &OsString,
+        args: &[OsString],
+        max_line: usize,
+    ) -> Result<Self, LiveError> {
         let mut command = CommandWrap::with_new(program, |command| {
             command
                 .args(args)
@@ -77,14 +98,17 @@ impl StdioTransport {
         let stderr = child.stderr().take().expect("stderr is piped");
         let (sender, lines) = mpsc::channel(16);
         let tail = Tail::default();
+        let max_line = max_line as u64;
         Ok(StdioTransport {
             child,
             stdin,
             lines,
-            stdout_task: tokio::spawn(read_stdout(stdout, sender)),
+            stdout_task: tokio::spawn(read_stdout(stdout, sender, max_line)),
             stderr_task: Some(tokio::spawn(read_stderr(stderr, Arc::clone(&tail)))),
             stderr: tail,
             reaped: false,
+            max_line,
+            answer_requests: true,
         })
     }
 
@@ -136,12 +160,11 @@ impl StdioTransport {
             let (number, line, terminated) = match event {
                 StdoutEvent::Line(number, line, terminated) => (number, line, terminated),
                 StdoutEvent::TooLong(number) => {
-                    return Err(LiveErrorKind::NotJson {
+                    return Err(LiveErrorKind::ResponseTooLarge {
                         target: ctx.target.to_owned(),
                         request: ctx.request.to_owned(),
                         location: format!("stdout line {number}"),
-                        excerpt: String::new(),
-                        reason: format!("the line is longer than {MAX_LINE_BYTES} bytes"),
+                        limit: self.max_line,
                         stderr_tail: self.stderr_tail(),
                     }
                     .into());
@@ -185,7 +208,7 @@ impl StdioTransport {
                 }
             };
             for message in jsonrpc::batch(value) {
-                match jsonrpc::step(&message, id) {
+                match jsonrpc::step(&message, id, self.answer_requests) {
                     Step::Done(response) => return Ok(Response::Message(response)),
                     Step::Reply(reply) => self.send(&reply, ctx).await?,
                     Step::Ignore => {}
@@ -228,10 +251,14 @@ impl StdioTransport {
     }
 
     /// Close stdin, give the server [`CLOSE_GRACE`] to exit, then kill what is
-    /// left of its process group and reap it.
-    pub(crate) async fn close(mut self) {
+    /// left of its process group and reap it. Says whether the server
+    /// exited by itself.
+    pub(crate) async fn close(mut self) -> Ended {
         self.stdin = None;
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.child.inner_mut().wait()).await;
+        let exited = tokio::time::timeout(CLOSE_GRACE, self.child.inner_mut().wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
         // Whether or not the leader exited, what is left of its group (a
         // server ignoring EOF, a grandchild) goes; an error means none is left.
         let _ = self.child.start_kill();
@@ -242,6 +269,10 @@ impl StdioTransport {
             self.reaped = true;
         }
         // Drop kills whatever is left.
+        match exited {
+            Some(status) => Ended::Exited(status),
+            None => Ended::Killed,
+        }
     }
 }
 
@@ -266,7 +297,7 @@ fn is_gone(error: &io::Error) -> bool {
     )
 }
 
-async fn read_stdout(stdout: ChildStdout, sender: mpsc::Sender<StdoutEvent>) {
+async fn read_stdout(stdout: ChildStdout, sender: mpsc::Sender<StdoutEvent>, max_line: u64) {
     // A pipe holds 64 KiB: read it whole rather than 8 KiB at a time, since
     // a page of a big tools/list is one line of many such reads.
     let mut reader = BufReader::with_capacity(1 << 16, stdout);
@@ -276,8 +307,10 @@ async fn read_stdout(stdout: ChildStdout, sender: mpsc::Sender<StdoutEvent>) {
     let mut last_len = 0;
     loop {
         let mut line = Vec::with_capacity(last_len + 1);
+        // One byte over the bound tells a line of exactly `max_line` bytes
+        // and its newline from a longer one.
         let event = match (&mut reader)
-            .take(MAX_LINE_BYTES)
+            .take(max_line + 1)
             .read_until(b'\n', &mut line)
             .await
         {
@@ -291,7 +324,7 @@ async fn read_stdout(stdout: ChildStdout, sender: mpsc::Sender<StdoutEvent>) {
                         line.pop();
                     }
                     StdoutEvent::Line(number, line, true)
-                } else if line.len() as u64 >= MAX_LINE_BYTES {
+                } else if line.len() as u64 > max_line {
                     StdoutEvent::TooLong(number)
                 } else {
                     // The last line, without a newline.
@@ -312,26 +345,52 @@ async fn read_stderr(stderr: ChildStderr, tail: Tail) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        // A server can print an endless line; keep at most this much of one.
+        // A server can print an endless line: keep the start of one, skip
+        // the rest.
         match (&mut reader)
-            .take(MAX_LINE_BYTES)
+            .take(STDERR_LINE_BYTES as u64)
             .read_until(b'\n', &mut line)
             .await
         {
             Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end();
-                let text = match text.char_indices().nth(STDERR_LINE_CHARS) {
-                    Some((cut, _)) => format!("{}…", &text[..cut]),
-                    None => text.to_owned(),
-                };
-                if let Ok(mut tail) = tail.lock() {
-                    if tail.len() == STDERR_TAIL_LINES {
-                        tail.pop_front();
-                    }
-                    tail.push_back(text);
-                }
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n')
+            && line.len() == STDERR_LINE_BYTES
+            && skip_line(&mut reader).await.is_err()
+        {
+            return;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        let text = match text.char_indices().nth(STDERR_LINE_CHARS) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_owned(),
+        };
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == STDERR_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(text);
+        }
+    }
+}
+
+/// Skips the rest of a line (or of the stream, if no newline comes).
+async fn skip_line(reader: &mut BufReader<ChildStderr>) -> io::Result<()> {
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let length = buffer.len();
+                reader.consume(length);
             }
         }
     }
