@@ -452,29 +452,26 @@ fn from_files(
     options: CollectOptions,
 ) -> Result<(ToolList, Vec<Value>), SourceError> {
     let mut collector = Collector::new(options);
-    let mut page_fields = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(path).map_err(|error| SourceError::File {
             path: path.to_owned(),
             message: error.to_string(),
         })?;
         for page in pages_of(path, &text)? {
-            // Before the collector, which would only miss the tools.
-            let fields = saved_page_fields(page);
-            if let Some(result_type) = incomplete(&fields) {
-                return Err(SourceError::Incomplete {
-                    origin: path.display().to_string(),
-                    page: page_fields.len() + 1,
-                    result_type,
-                });
-            }
+            // The collector keeps each page's fields in the same pass.
             collector
                 .push_page_json(page)
-                .map_err(|error| SourceError::Collect {
-                    origin: path.display().to_string(),
-                    error,
+                .map_err(|error| match error {
+                    CollectError::NotComplete { page, result_type } => SourceError::Incomplete {
+                        origin: path.display().to_string(),
+                        page,
+                        result_type,
+                    },
+                    error => SourceError::Collect {
+                        origin: path.display().to_string(),
+                        error,
+                    },
                 })?;
-            page_fields.push(Value::Object(fields));
         }
     }
     let origin = files
@@ -484,37 +481,13 @@ fn from_files(
     let list = collector
         .finish()
         .map_err(|error| SourceError::Collect { origin, error })?;
+    let page_fields = list
+        .page_fields
+        .iter()
+        .cloned()
+        .map(Value::Object)
+        .collect();
     Ok((list, page_fields))
-}
-
-/// The fields of a saved page (of its result, when the page is a whole
-/// JSON-RPC response), skimmed in one pass without reading the tools.
-fn saved_page_fields(page: &str) -> Map<String, Value> {
-    #[derive(Deserialize)]
-    struct SavedPage {
-        #[serde(rename = "nextCursor")]
-        next_cursor: Option<String>,
-        #[serde(rename = "tools")]
-        _tools: Option<IgnoredAny>,
-        result: Option<SkimPage>,
-        #[serde(flatten)]
-        rest: Map<String, Value>,
-    }
-    let Ok(saved) = serde_json::from_str::<SavedPage>(page) else {
-        return Map::new();
-    };
-    match saved.result {
-        Some(result) if saved.rest.contains_key("jsonrpc") => result.skimmed().fields,
-        _ => {
-            SkimPage {
-                next_cursor: saved.next_cursor,
-                _tools: None,
-                rest: saved.rest,
-            }
-            .skimmed()
-            .fields
-        }
-    }
 }
 
 /// The pages in one file's text: the text itself, or the members of its

@@ -127,6 +127,11 @@ pub struct ToolList {
     pub tools: Vec<ListedTool>,
     /// How many pages the list took.
     pub pages: usize,
+    /// Each page's members other than `tools`, as served, in page order:
+    /// `nextCursor`, and under MCP 2026-07-28 `resultType`, `ttlMs`,
+    /// `cacheScope`, `_meta` (of a response's `result`, for a page given
+    /// as a whole JSON-RPC response).
+    pub page_fields: Vec<Map<String, Value>>,
 }
 
 impl ToolList {
@@ -203,6 +208,15 @@ pub enum CollectError {
         max_pages: usize,
         /// The cursor of the page that would exceed it.
         cursor: String,
+    },
+    /// A page's `resultType` (MCP 2026-07-28) is not `"complete"`: the
+    /// server asked for input (`"input_required"`) or made a task instead
+    /// of listing its tools.
+    NotComplete {
+        /// The page.
+        page: usize,
+        /// Its `resultType`.
+        result_type: String,
     },
     /// The pages end with a page that still has a `nextCursor`: tools are
     /// missing.
@@ -343,6 +357,12 @@ impl fmt::Display for CollectError {
                  cursor {}); raise the page cap if the server really is this large",
                 Quoted(cursor)
             ),
+            CollectError::NotComplete { page, result_type } => write!(
+                f,
+                "page {page} has resultType {}, not \"complete\": the server did not list \
+                 its tools",
+                Quoted(result_type)
+            ),
             CollectError::Incomplete { pages, cursor } => write!(
                 f,
                 "the list is incomplete: page {pages}, the last one given, still has \
@@ -480,6 +500,7 @@ impl fmt::Display for Quoted<'_> {
 pub struct Collector {
     options: CollectOptions,
     tools: Vec<ListedTool>,
+    page_fields: Vec<Map<String, Value>>,
     pages_of_names: HashMap<String, usize, foldhash::fast::RandomState>,
     pages_of_cursors: HashMap<String, usize, foldhash::fast::RandomState>,
     pages: usize,
@@ -492,6 +513,7 @@ impl Collector {
         Collector {
             options,
             tools: Vec::new(),
+            page_fields: Vec::new(),
             pages_of_names: HashMap::default(),
             pages_of_cursors: HashMap::default(),
             pages: 0,
@@ -606,6 +628,16 @@ impl Collector {
         if page.is_response() {
             page = page.unwrapped(number)?;
         }
+        // Before the tools, which a page that is not a listing lacks.
+        if let Some(Value::String(result_type)) = page.fields.get("resultType")
+            && result_type != "complete"
+        {
+            return Err(CollectError::NotComplete {
+                page: number,
+                result_type: result_type.clone(),
+            });
+        }
+        self.page_fields.push(std::mem::take(&mut page.fields));
         let cursor = match page.cursor {
             None | Some(Value::Null) => None,
             Some(Value::String(cursor)) => Some(cursor),
@@ -744,6 +776,7 @@ impl Collector {
         Ok(ToolList {
             tools: self.tools,
             pages: self.pages,
+            page_fields: self.page_fields,
         })
     }
 }
@@ -781,6 +814,9 @@ struct Page {
     result: Option<Result<Box<Page>, &'static str>>,
     /// `error`: its `code` and `message` (other members are dropped).
     error: Option<Value>,
+    /// Every member but `tools` (and, on a response, but the envelope's
+    /// own), as served.
+    fields: Map<String, Value>,
 }
 
 /// A page's `tools`: the tools, or the JSON type it is instead of an array.
@@ -849,11 +885,12 @@ impl Page {
             ),
             other => Tools::Other(json_type(&other)),
         });
-        let cursor = page.remove("nextCursor");
+        let cursor = page.get("nextCursor").cloned();
         if !outermost {
             return Page {
                 cursor,
                 tools,
+                fields: page,
                 ..Page::default()
             };
         }
@@ -868,6 +905,7 @@ impl Page {
                 other => Err(json_type(&other)),
             }),
             error: page.remove("error"),
+            fields: page,
         }
     }
 
@@ -1258,10 +1296,14 @@ mod reader {
                 map,
                 ctx.trace,
                 |key| position(names, key),
-                |read, _, map| {
+                |read, key, map| {
                     match read.map(|index| names[index]) {
                         Some("tools") => page.tools = Some(map.next_value_seed(ToolsSeed(ctx))?),
-                        Some("nextCursor") => page.cursor = Some(map.next_value()?),
+                        Some("nextCursor") => {
+                            let cursor: Value = map.next_value()?;
+                            page.fields.insert("nextCursor".to_owned(), cursor.clone());
+                            page.cursor = Some(cursor);
+                        }
                         Some("result") => {
                             let result = map.next_value_seed(PageSeed {
                                 ctx,
@@ -1278,8 +1320,10 @@ mod reader {
                         Some("jsonrpc") => page.jsonrpc = Some(map.next_value()?),
                         Some("id") => page.id = Some(map.next_value()?),
                         Some("method") => page.method = Some(map.next_value()?),
+                        // Page-level members are few and small: kept as
+                        // served (a tree refuses what `Checked` would).
                         _ => {
-                            let Checked = map.next_value()?;
+                            page.fields.insert(key.to_owned(), map.next_value()?);
                         }
                     }
                     Ok(())
@@ -1930,6 +1974,56 @@ mod text_tests {
             options(false, true),
             options(true, true),
         ]
+    }
+
+    #[test]
+    fn each_page_keeps_its_fields_from_the_same_pass() {
+        let pages = [
+            r#"{"tools": [{"name": "a", "inputSchema": {}}], "nextCursor": "", "ttlMs": 60000,
+                "cacheScope": "public", "resultType": "complete"}"#,
+            r#"{"jsonrpc": "2.0", "id": 2, "result": {"tools": [], "_meta": {"k": 1}}}"#,
+        ];
+        for text_path in [true, false] {
+            let mut collector = Collector::new(CollectOptions::default());
+            for page in pages {
+                if text_path {
+                    collector.push_page_json(page).unwrap();
+                } else {
+                    collector
+                        .push_page(serde_json::from_str(page).unwrap())
+                        .unwrap();
+                }
+            }
+            let list = collector.finish().unwrap();
+            assert_eq!(
+                list.page_fields
+                    .into_iter()
+                    .map(Value::Object)
+                    .collect::<Vec<_>>(),
+                [
+                    json!({"nextCursor": "", "ttlMs": 60000, "cacheScope": "public",
+                           "resultType": "complete"}),
+                    json!({"_meta": {"k": 1}}),
+                ],
+                "text path: {text_path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_page_that_is_not_a_listing_is_refused_before_its_tools() {
+        let page = r#"{"resultType": "input_required", "inputRequests": {}}"#;
+        let mut collector = Collector::new(CollectOptions::default());
+        let error = collector.push_page_json(page).unwrap_err();
+        assert!(matches!(
+            &error,
+            CollectError::NotComplete { page: 1, result_type } if result_type == "input_required"
+        ));
+        assert_eq!(
+            error.to_string(),
+            "page 1 has resultType \"input_required\", not \"complete\": the server did not \
+             list its tools"
+        );
     }
 
     #[test]
