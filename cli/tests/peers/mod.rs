@@ -309,7 +309,18 @@ pub fn npm_fixture(name: &str) -> PathBuf {
         .join("tests/fixtures")
         .join(name);
     let copy = dir.join(name);
-    fs::copy(&source, &copy).unwrap_or_else(|error| panic!("{}: {error}", source.display()));
+    let text = fs::read(&source).unwrap_or_else(|error| panic!("{}: {error}", source.display()));
+    if fs::read(&copy).is_ok_and(|old| old == text) {
+        return copy;
+    }
+    // Tests running at once copy the same fixture while others' servers
+    // load it: a copy in place would let node read a half-written (or empty)
+    // module and exit 0 without a word. A rename swaps in the whole file.
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = dir.join(format!("{name}.{}-{nth}.partial", std::process::id()));
+    fs::write(&partial, &text).unwrap_or_else(|error| panic!("{}: {error}", partial.display()));
+    fs::rename(&partial, &copy).unwrap_or_else(|error| panic!("{}: {error}", copy.display()));
     copy
 }
 
