@@ -281,7 +281,10 @@ async fn collect_live(
     let max_pages = options.max_pages;
     // Two pages in flight at most: the collector never falls far behind.
     let (work, pages) = std::sync::mpsc::sync_channel::<Work>(2);
-    let collector = std::thread::spawn(move || {
+    // Outer `Err`: a fault the collector found in a page it was given.
+    // Inner: what `finish` said of the pages, once they stopped coming.
+    type Verdict = Result<Result<ToolList, CollectError>, CollectError>;
+    let collector = std::thread::spawn(move || -> Verdict {
         let mut collector = Collector::new(options);
         for page in pages {
             match page {
@@ -292,17 +295,24 @@ async fn collect_live(
                 Work::Result(text) => drop(collector.push_page_json(&text)?),
             }
         }
-        collector.finish()
+        Ok(collector.finish())
     });
     let target = session.target().to_owned();
-    let collected = |collector: std::thread::JoinHandle<Result<ToolList, CollectError>>| {
+    let fault = |error| SourceError::Collect {
+        origin: target.clone(),
+        error,
+    };
+    let join = |collector: std::thread::JoinHandle<Verdict>| {
         collector
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            .map_err(|error| SourceError::Collect {
-                origin: target.clone(),
-                error,
-            })
+    };
+    // The listing stopped early (a failed request, an unfinished page): a
+    // fault in a page already read comes first, but the list being
+    // unfinished is what stopping made, not news, so the cause is told.
+    let stopped = |collector, cause: SourceError| match join(collector) {
+        Err(error) => fault(error),
+        Ok(_) => cause,
     };
     let mut cursors = std::collections::HashSet::new();
     let mut cursor: Option<String> = None;
@@ -321,20 +331,18 @@ async fn collect_live(
             }
             Err(error) => {
                 drop(work);
-                // A fault the collector found in an earlier page comes first.
-                collected(collector)?;
-                return Err(SourceError::Live(error));
+                return Err(stopped(collector, SourceError::Live(error)));
             }
         };
         fetched += 1;
         if let Some(result_type) = incomplete(&fields) {
             drop(work);
-            collected(collector)?;
-            return Err(SourceError::Incomplete {
+            let cause = SourceError::Incomplete {
                 origin: target.clone(),
                 page: fetched,
                 result_type,
-            });
+            };
+            return Err(stopped(collector, cause));
         }
         page_fields.push(Value::Object(fields));
         // This send blocks when two pages wait already; the collector's
@@ -351,7 +359,7 @@ async fn collect_live(
         }
     }
     drop(work);
-    collected(collector)
+    join(collector).map_err(fault)?.map_err(fault)
 }
 
 /// What the skim of a page found: its cursor, and its members other than

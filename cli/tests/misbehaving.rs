@@ -513,6 +513,29 @@ fn a_page_member_given_twice_is_refused_live_and_from_files() {
 }
 
 #[test]
+fn a_later_page_that_fails_is_reported_for_its_failure() {
+    // Page 1 promises more; asking for page 2 gets a JSON-RPC error, or the
+    // server's end. The list is unfinished because of that, and that is what
+    // the user is told, not only that the list is incomplete.
+    let first = response(r#"{"tools": [{"name": "a"}], "nextCursor": "2"}"#);
+    let error = r#"{"jsonrpc": "2.0", "id": $ID, "error": {"code": -32603, "message": "tool table locked"}}"#;
+    let script = raw_script(
+        "page-2-error",
+        serde_json::json!({ "tools/list": [first, error] }),
+    );
+    for command in COMMANDS {
+        let output = against_raw(command, &script);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("JSON-RPC error -32603") && stderr.contains("tool table locked"),
+            "{command:?}: {stderr}"
+        );
+        assert!(!stderr.contains("incomplete"), "{command:?}: {stderr}");
+    }
+}
+
+#[test]
 fn a_value_no_tree_holds_gets_one_answer_from_every_command() {
     // Audit used to skip the member and take the hints as defaulted, lint
     // and pin to refuse the page: now all refuse it alike.
