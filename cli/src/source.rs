@@ -114,16 +114,19 @@ impl Origin {
                         .as_ref()
                         .and_then(|info| info.get(key))
                         .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_owned()
+                };
+                // An empty version is left out rather than shown as a gap.
+                let name = match field("name") {
+                    None | Some("") => "?",
+                    Some(name) => name,
+                };
+                let identity = match field("version") {
+                    None => format!("{} ?", shown(name)),
+                    Some("") => shown(name).into_owned(),
+                    Some(version) => format!("{} {}", shown(name), shown(version)),
                 };
                 vec![
-                    format!(
-                        "server: {} {} ({})",
-                        shown(&field("name")),
-                        shown(&field("version")),
-                        shown(target)
-                    ),
+                    format!("server: {identity} ({})", shown(target)),
                     format!(
                         "protocol: {} via {} ({})",
                         shown(&negotiation.version),
@@ -434,7 +437,8 @@ impl SkimPage {
 }
 
 /// The `resultType` of a page's fields when it is a string other than
-/// `complete` (2026-07-28; absent means complete).
+/// `complete` (2026-07-28; absent means complete). One that is not a string
+/// the collector refuses, naming its type, as it does in saved pages.
 fn incomplete(fields: &Map<String, Value>) -> Option<String> {
     match fields.get("resultType") {
         Some(Value::String(kind)) if kind != "complete" => Some(kind.clone()),

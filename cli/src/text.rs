@@ -13,22 +13,34 @@ use std::borrow::Cow;
 /// The most characters of one server-given string a report prints.
 pub const MAX_SHOWN: usize = 200;
 
-/// Whether `c` is escaped: control characters (C0, DEL, C1), the
-/// bidirectional formatting characters (U+061C, U+200E, U+200F,
-/// U+202A–U+202E, U+2066–U+2069), the other invisible format characters
-/// that hide or join text (U+200B–U+200D, U+2060–U+2064, U+FEFF), and the
-/// line and paragraph separators (U+2028, U+2029), which some viewers
-/// break lines at.
+/// Whether `c` is escaped: control characters (C0, DEL, C1), the line and
+/// paragraph separators (U+2028, U+2029), which some viewers break lines
+/// at, and every character that shows nothing yet changes what is shown or
+/// how it compares: the bidirectional formatting characters, and the
+/// other default-ignorable code points of Unicode (soft hyphen, joiners,
+/// fillers, variation selectors, tag characters, …), with which two names
+/// that print alike differ, or a name hides text.
 pub fn escaped(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061c}'
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'..='\u{1160}'
+                | '\u{17b4}'..='\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
                 | '\u{200b}'..='\u{200f}'
                 | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
                 | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff0}'..='\u{fffb}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e0fff}'
         )
 }
 
@@ -123,6 +135,57 @@ mod tests {
             assert_eq!(shown(&text), escaped);
             assert_eq!(one_line(&text), escaped);
             assert_eq!(shown_lines(&text), escaped);
+        }
+        // Default-ignorable code points: each shows nothing, or a blank.
+        let invisible = [
+            '\u{ad}',
+            '\u{34f}',
+            '\u{115f}',
+            '\u{1160}',
+            '\u{17b4}',
+            '\u{17b5}',
+            '\u{180b}',
+            '\u{180e}',
+            '\u{180f}',
+            '\u{2065}',
+            '\u{206a}',
+            '\u{206f}',
+            '\u{3164}',
+            '\u{fe00}',
+            '\u{fe0f}',
+            '\u{ffa0}',
+            '\u{fff0}',
+            '\u{fffb}',
+            '\u{1bca0}',
+            '\u{1bca3}',
+            '\u{1d173}',
+            '\u{1d17a}',
+            '\u{e0000}',
+            '\u{e0001}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{e0100}',
+            '\u{e01ef}',
+            '\u{e0fff}',
+        ];
+        for c in invisible {
+            let text = format!("safe{c}evil");
+            let escaped = format!("safe\\u{{{:x}}}evil", u32::from(c));
+            assert_eq!(shown(&text), escaped, "{:x}", u32::from(c));
+            assert_eq!(one_line(&text), escaped);
+            assert_eq!(shown_lines(&text), escaped);
+        }
+        // Their neighbours are letters, marks and symbols that show.
+        for c in [
+            '\u{ac}',
+            '\u{34e}',
+            '\u{1161}',
+            '\u{3165}',
+            '\u{fe10}',
+            '\u{fffc}',
+            '\u{e1000}',
+        ] {
+            assert!(!escaped(c), "{:x}", u32::from(c));
         }
         // Letters of any script stay as they are.
         assert_eq!(shown("données_日本語_עברית"), "données_日本語_עברית");

@@ -820,8 +820,8 @@ for line in sys.stdin:
     assert_eq!(
         negotiation.why,
         "server/discover had no answer within 1s: taken as a server that predates 2026-07-28, \
-         but initialize was refused with -32022 listing 2026-07-28: asked again; \
-         server/discover lists 2026-07-28"
+         but initialize was refused with JSON-RPC error -32022 \"Unsupported protocol \
+         version\" listing 2026-07-28: asked again; server/discover lists 2026-07-28"
     );
     within("close", session.close()).await;
 }

@@ -602,7 +602,7 @@ fn clean(text: &str, what: &str) {
 #[test]
 fn server_text_cannot_forge_the_header() {
     let initialize = format!(
-        r#"{{"jsonrpc": "2.0", "id": $ID, "result": {{"protocolVersion": "2025-06-18{FORGED_JSON}", "capabilities": {{}}, "serverInfo": {{"name": "raw{FORGED_JSON}", "version": "1\u202e"}}}}}}"#
+        r#"{{"jsonrpc": "2.0", "id": $ID, "result": {{"protocolVersion": "2025-06-18", "capabilities": {{}}, "serverInfo": {{"name": "raw{FORGED_JSON}", "version": "1\u202e"}}}}}}"#
     );
     let script = raw_script(
         "forged-header",
@@ -623,7 +623,7 @@ fn server_text_cannot_forge_the_header() {
         "{text}"
     );
     assert!(
-        lines[1].starts_with(&format!("protocol: 2025-06-18{FORGED_SHOWN}")),
+        lines[1].starts_with("protocol: 2025-06-18 via initialize ("),
         "{text}"
     );
     assert_eq!(lines[2], "client capabilities declared: {}");
@@ -736,4 +736,396 @@ fn server_text_cannot_forge_an_error_line() {
             assert!(stderr.contains(&shown), "{name}: {command:?}: {stderr}");
         }
     }
+}
+
+#[test]
+fn an_invisible_character_in_a_tool_name_is_shown_escaped() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("invisible");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("page.json");
+    // A tag character: invisible, so `get_user` and this name print alike.
+    std::fs::write(&page, "{\"tools\": [{\"name\": \"get_user\u{e0041}\"}]}").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["audit", "--trusted"])
+        .arg(&page)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(!text.contains('\u{e0041}'), "{text}");
+    assert!(text.contains("get_user\\u{e0041}"), "{text}");
+}
+
+#[test]
+fn a_tool_member_given_twice_is_refused_live_and_from_files() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tool-twice");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (member, first, second) in [
+        (
+            "description",
+            r#""Reads the row.""#,
+            r#""Deletes the row.""#,
+        ),
+        (
+            "inputSchema",
+            r#"{"type": "object"}"#,
+            r#"{"type": "object", "required": ["id"]}"#,
+        ),
+        ("outputSchema", r#"{"type": "object"}"#, "null"),
+        ("title", r#""Read""#, r#""Delete""#),
+        ("name", r#""read""#, r#""delete""#),
+    ] {
+        let page = format!(
+            r#"{{"tools": [{{"name": "a"}}, {{"name": "b", "{member}": {first}, "annotations": {{"readOnlyHint": true}}, "{member}": {second}}}]}}"#
+        );
+        let message =
+            format!("page 1, tool 2: `{member}` appears twice: which value holds is unknown");
+        let file = dir.join(format!("{member}.json"));
+        std::fs::write(&file, &page).unwrap();
+        let script = raw_script(
+            &format!("tool-{member}-twice"),
+            serde_json::json!({ "tools/list": [response(&page)] }),
+        );
+        for command in COMMANDS {
+            let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+                .args(command)
+                .arg(&file)
+                .output()
+                .unwrap();
+            let saved = format!("{}: {message}", file.display());
+            refused(&output, &saved, &format!("{member} saved: {command:?}"));
+            let output = against_raw(command, &script);
+            refused(&output, &message, &format!("{member} live: {command:?}"));
+        }
+    }
+}
+
+/// A JSON-RPC error response line to request `$ID`.
+fn rpc_error(code: i64, message: &str, data: Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": "$ID",
+        "error": { "code": code, "message": message, "data": data },
+    })
+    .to_string()
+    .replace("\"$ID\"", "$ID")
+}
+
+/// An `initialize` result line naming `version`, raw JSON text.
+fn initialized(version: &str) -> String {
+    format!(
+        r#"{{"jsonrpc": "2.0", "id": $ID, "result": {{"protocolVersion": "{version}", "capabilities": {{"tools": {{}}}}, "serverInfo": {{"name": "raw", "version": "1"}}}}}}"#
+    )
+}
+
+/// `audit --json` against `script`: the report's `protocol`.
+fn protocol_of(script: &str) -> Value {
+    let output = against_raw(&["audit", "--json", "--trusted"], script);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    report["protocol"].clone()
+}
+
+#[test]
+fn a_refused_initialize_is_asked_again_at_a_listed_revision() {
+    let refusal = rpc_error(
+        -32602,
+        "Unsupported protocol version",
+        serde_json::json!({ "supported": ["2099-01-01", "2025-03-26", "2024-11-05"], "requested": "2025-11-25" }),
+    );
+    let tools = response(r#"{"tools": [{"name": "a", "annotations": {"readOnlyHint": true}}]}"#);
+    let script = raw_script(
+        "initialize-retry",
+        serde_json::json!({
+            "initialize": [refusal, initialized("2025-03-26")],
+            "tools/list": [tools],
+        }),
+    );
+    let protocol = protocol_of(&script);
+    assert_eq!(protocol["version"], "2025-03-26", "{protocol}");
+    assert_eq!(protocol["lifecycle"], "initialize");
+    assert_eq!(
+        protocol["serverVersions"],
+        serde_json::json!(["2099-01-01", "2025-03-26", "2024-11-05"])
+    );
+    assert_eq!(
+        protocol["why"],
+        "server/discover was refused with JSON-RPC error -32601 \"method not found: \
+         server/discover\": the server predates 2026-07-28; initialize at 2025-11-25 was refused \
+         with JSON-RPC error -32602 \"Unsupported protocol version\", the server lists \
+         2099-01-01, 2025-03-26, 2024-11-05: asked again at 2025-03-26"
+    );
+    // Once: a second refusal stands.
+    let script = raw_script(
+        "initialize-refused-twice",
+        serde_json::json!({ "initialize": [refusal], "tools/list": [response(r#"{"tools": []}"#)] }),
+    );
+    let output = against_raw(&["audit"], &script);
+    refused(
+        &output,
+        "answered `initialize` with JSON-RPC error -32602: Unsupported protocol version (data: \
+         {\"requested\":\"2025-11-25\",\"supported\":[\"2099-01-01\",\"2025-03-26\",\"2024-11-05\"]})",
+        "refused twice",
+    );
+    // Forced, not asked again.
+    let output = against_raw(&["audit", "--protocol-version", "2025-11-25"], &script);
+    refused(
+        &output,
+        "it supports 2099-01-01, 2025-03-26, 2024-11-05: pass --protocol-version 2025-03-26, or \
+         leave --protocol-version out to negotiate",
+        "forced",
+    );
+}
+
+#[test]
+fn an_initialize_answer_in_an_unknown_revision_is_refused() {
+    let script = raw_script(
+        "initialize-unknown",
+        serde_json::json!({
+            "initialize": initialized(r"2099-01-01\n\u202e"),
+            "tools/list": [response(r#"{"tools": []}"#)],
+        }),
+    );
+    for command in COMMANDS {
+        let output = against_raw(command, &script);
+        refused(
+            &output,
+            "answered `initialize` (MCP 2025-11-25 asked for) with protocol version \
+             \"2099-01-01\\n\\u{202e}\", which mcp-hints does not speak: it speaks 2026-07-28, \
+             2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05",
+            &format!("{command:?}"),
+        );
+    }
+}
+
+#[test]
+fn a_refusal_that_lists_the_refused_revision_is_not_told_otherwise() {
+    let refusal = rpc_error(
+        -32022,
+        "Unsupported protocol version",
+        serde_json::json!({ "supported": ["2026-07-28"] }),
+    );
+    let script = raw_script(
+        "discover-self-refusing",
+        serde_json::json!({ "server/discover": refusal, "tools/list": [response(r#"{"tools": []}"#)] }),
+    );
+    let output = against_raw(&["audit"], &script);
+    refused(
+        &output,
+        "refuses MCP 2026-07-28 though it lists it as supported, and lists no other revision \
+         mcp-hints speaks: it answered `server/discover` with JSON-RPC error -32022 \
+         \"Unsupported protocol version\"; it supports 2026-07-28",
+        "negotiated",
+    );
+    let output = against_raw(&["audit", "--protocol-version", "2026-07-28"], &script);
+    refused(
+        &output,
+        "refuses MCP 2026-07-28, the revision --protocol-version asks for, though it lists it as \
+         supported: it answered `server/discover` with JSON-RPC error -32022 \"Unsupported \
+         protocol version\"; it supports 2026-07-28",
+        "forced",
+    );
+}
+
+#[test]
+fn a_revision_list_of_other_than_strings_is_refused_for_what_it_is() {
+    let cases = [
+        (
+            "discover-list-number",
+            serde_json::json!({
+                "server/discover": response(r#"{"supportedVersions": ["2026-07-28", 20250618], "capabilities": {}}"#),
+            }),
+            "sent an invalid response to `server/discover`: element 1 of \"supportedVersions\" \
+             is a number, expected a string naming a revision",
+        ),
+        (
+            "unsupported-list-null",
+            serde_json::json!({
+                "server/discover": rpc_error(-32022, "Unsupported protocol version", serde_json::json!({ "supported": [null] })),
+            }),
+            "sent an invalid response to `server/discover`: element 0 of \"data.supported\" in \
+             its JSON-RPC error -32022 is null, expected a string naming a revision",
+        ),
+        (
+            "initialize-list-object",
+            serde_json::json!({
+                "initialize": rpc_error(-32602, "Unsupported protocol version", serde_json::json!({ "supported": [{"version": "2025-06-18"}] })),
+            }),
+            "sent an invalid response to `initialize`: element 0 of \"data.supported\" in its \
+             JSON-RPC error -32602 is an object, expected a string naming a revision",
+        ),
+    ];
+    for (name, mut script, message) in cases {
+        script["tools/list"] = serde_json::json!([response(r#"{"tools": []}"#)]);
+        let script = raw_script(name, script);
+        let output = against_raw(&["audit"], &script);
+        refused(&output, message, name);
+    }
+}
+
+#[test]
+fn a_result_type_that_is_not_a_string_is_refused_live_and_from_files() {
+    let page = r#"{"tools": [{"name": "a"}], "resultType": 1}"#;
+    let message = "page 1: `resultType` is a number, not a string: whether the page is a \
+                   complete result is unknown";
+    let script = raw_script(
+        "result-type-number",
+        serde_json::json!({ "tools/list": [response(page)] }),
+    );
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("result-type");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("page.json");
+    std::fs::write(&file, page).unwrap();
+    for command in COMMANDS {
+        let output = against_raw(command, &script);
+        refused(&output, message, &format!("live: {command:?}"));
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(command)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let saved = format!("{}: {message}", file.display());
+        refused(&output, &saved, &format!("saved: {command:?}"));
+    }
+}
+
+#[test]
+fn a_late_answer_to_an_abandoned_probe_is_ignored() {
+    // Both eras, but slow to answer `server/discover`: past the probe's
+    // wait, the client falls back to `initialize`, and the answer that
+    // comes then belongs to no request in flight.
+    let discovered = response(
+        r#"{"supportedVersions": ["2026-07-28", "2025-11-25"], "capabilities": {"tools": {}}, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "late", "version": "2"}}}"#,
+    );
+    let tools = response(r#"{"tools": [{"name": "a", "annotations": {"readOnlyHint": true}}]}"#);
+    let script = raw_script(
+        "late-discover",
+        serde_json::json!({
+            "server/discover": discovered,
+            "tools/list": [tools],
+            "delay": { "server/discover": [3] },
+        }),
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args([
+            "audit",
+            "--json",
+            "--trusted",
+            "--timeout",
+            "2",
+            "--",
+            "python3",
+        ])
+        .arg(path("fixtures/raw_server.py"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["protocol"]["version"], "2025-11-25");
+    assert_eq!(report["protocol"]["lifecycle"], "initialize");
+    assert_eq!(
+        report["protocol"]["why"],
+        "server/discover had no answer within 2s: taken as a server that predates 2026-07-28"
+    );
+    assert_eq!(report["server"]["serverInfo"]["name"], "raw");
+    assert_eq!(report["tools"][0]["name"], "a");
+    // Settled on 2026-07-28 by the probe it had not answered yet: it
+    // refuses `initialize`, and the late answer comes while that waits;
+    // the probe asked again is the one answered.
+    let refusal = rpc_error(
+        -32022,
+        "Unsupported protocol version",
+        serde_json::json!({ "supported": ["2026-07-28"] }),
+    );
+    let script = raw_script(
+        "late-discover-settled",
+        serde_json::json!({
+            "server/discover": [discovered.replace("\"late\"", "\"first\""), discovered],
+            "initialize": refusal,
+            "tools/list": [tools],
+            "delay": { "server/discover": [3] },
+        }),
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args([
+            "audit",
+            "--json",
+            "--trusted",
+            "--timeout",
+            "2",
+            "--",
+            "python3",
+        ])
+        .arg(path("fixtures/raw_server.py"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["protocol"]["version"], "2026-07-28");
+    assert_eq!(report["protocol"]["lifecycle"], "discover");
+    assert_eq!(
+        report["protocol"]["why"],
+        "server/discover had no answer within 2s: taken as a server that predates 2026-07-28, \
+         but initialize was refused with JSON-RPC error -32022 \"Unsupported protocol version\" \
+         listing 2026-07-28: asked again; server/discover lists 2026-07-28, 2025-11-25"
+    );
+    assert_eq!(report["server"]["serverInfo"]["name"], "late");
+}
+
+#[test]
+fn an_error_for_no_request_in_particular_is_the_servers_error() {
+    // JSON-RPC 2.0 answers what it could not parse with id null; some
+    // servers leave the id out.
+    for (name, line) in [
+        (
+            "error-id-null",
+            r#"{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error\u001b[31m"}}"#,
+        ),
+        (
+            "error-no-id",
+            r#"{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error\u001b[31m"}}"#,
+        ),
+    ] {
+        let script = raw_script(name, serde_json::json!({ "tools/list": [line] }));
+        for command in COMMANDS {
+            let output = against_raw(command, &script);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{name}: {command:?}: {stderr}"
+            );
+            assert!(
+                stderr.contains(
+                    "answered `tools/list` with JSON-RPC error -32700: Parse error\\u{1b}[31m"
+                ),
+                "{name}: {command:?}: {stderr}"
+            );
+            assert!(!stderr.contains("JSON-RPC 2.0 message"), "{name}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_server_version_leaves_no_gap_in_the_header() {
+    let initialize = r#"{"jsonrpc": "2.0", "id": $ID, "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "raw", "version": ""}}}"#;
+    let script = raw_script(
+        "empty-version",
+        serde_json::json!({ "initialize": initialize, "tools/list": [response(r#"{"tools": []}"#)] }),
+    );
+    let output = against_raw(&["audit"], &script);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.starts_with("server: raw (MCP server `"), "{text}");
+    assert!(!header.contains("  "), "{text}");
 }

@@ -218,6 +218,14 @@ pub enum CollectError {
         /// Its `resultType`.
         result_type: String,
     },
+    /// A page's `resultType` (MCP 2026-07-28) is not a string: whether the
+    /// page is a complete result is unknown.
+    ResultTypeNotString {
+        /// The page.
+        page: usize,
+        /// Its JSON type.
+        found: &'static str,
+    },
     /// The pages end with a page that still has a `nextCursor`: tools are
     /// missing.
     Incomplete {
@@ -251,7 +259,8 @@ pub enum CollectError {
         found: &'static str,
     },
     /// A member the audit reads (`name`, `title`, `annotations`, `_meta`,
-    /// or a hint inside `annotations`) appears twice in one tool's object:
+    /// or a hint inside `annotations`) or a client acts on (`description`,
+    /// `inputSchema`, `outputSchema`) appears twice in one tool's object:
     /// which value holds is unknown (parsers differ: most keep the last).
     DuplicateKey {
         /// The page.
@@ -362,6 +371,11 @@ impl fmt::Display for CollectError {
                 "page {page} has resultType {}, not \"complete\": the server did not list \
                  its tools",
                 Quoted(result_type)
+            ),
+            CollectError::ResultTypeNotString { page, found } => write!(
+                f,
+                "page {page}: `resultType` is {found}, not a string: whether the page is a \
+                 complete result is unknown"
             ),
             CollectError::Incomplete { pages, cursor } => write!(
                 f,
@@ -629,13 +643,22 @@ impl Collector {
             page = page.unwrapped(number)?;
         }
         // Before the tools, which a page that is not a listing lacks.
-        if let Some(Value::String(result_type)) = page.fields.get("resultType")
-            && result_type != "complete"
-        {
-            return Err(CollectError::NotComplete {
-                page: number,
-                result_type: result_type.clone(),
-            });
+        match page.fields.get("resultType") {
+            None => {}
+            Some(Value::String(result_type)) if result_type == "complete" => {}
+            Some(Value::String(result_type)) => {
+                return Err(CollectError::NotComplete {
+                    page: number,
+                    result_type: result_type.clone(),
+                });
+            }
+            // Neither complete nor a kind of result that could be named.
+            Some(other) => {
+                return Err(CollectError::ResultTypeNotString {
+                    page: number,
+                    found: json_type(other),
+                });
+            }
         }
         self.page_fields.push(std::mem::take(&mut page.fields));
         let cursor = match page.cursor {
@@ -981,8 +1004,19 @@ mod reader {
     const RESULT: [&str; 2] = ["tools", "nextCursor"];
 
     /// The members of a tool the collection reads, each kept whole but
-    /// `annotations` and `_meta` (see [`ANNOTATIONS`] and [`META`]).
-    const TOOL: [&str; 4] = ["name", "title", "annotations", "_meta"];
+    /// `annotations` and `_meta` (see [`ANNOTATIONS`] and [`META`]), and
+    /// the members of the definition a client acts on, read as the other
+    /// members are (checked, or kept whole with the definition): a client
+    /// keeps one of two descriptions or schemas, and which one is unknown.
+    const TOOL: [&str; 7] = [
+        "name",
+        "title",
+        "annotations",
+        "_meta",
+        "description",
+        "inputSchema",
+        "outputSchema",
+    ];
 
     /// How one value below a tool or a response's `error` is read.
     #[derive(Clone, Copy)]
@@ -1406,11 +1440,11 @@ mod reader {
                 trace,
                 |key| position(&TOOL, key),
                 |read, key, map| {
-                    let shape = match read {
-                        Some(2) => Shape::Object(&ANNOTATIONS),
-                        Some(3) => Shape::Object(&META),
-                        Some(_) => Shape::Whole,
-                        None => others,
+                    let shape = match read.map(|index| TOOL[index]) {
+                        Some("annotations") => Shape::Object(&ANNOTATIONS),
+                        Some("_meta") => Shape::Object(&META),
+                        Some("name" | "title") => Shape::Whole,
+                        _ => others,
                     };
                     let value = map.next_value_seed(ValueSeed { shape, trace })?;
                     if !matches!(shape, Shape::Skip) {
@@ -1938,6 +1972,22 @@ mod text_tests {
                 r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "annotations": {}, "annotations": null}]}}"#,
                 "page 1, tool 1: `annotations` appears twice: which value holds is unknown",
             ),
+            (
+                r#"{"tools": [{"name": "a", "description": "Reads.", "description": "Deletes."}]}"#,
+                "page 1, tool 1: `description` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "inputSchema": {"type": "object"}, "title": "A", "inputSchema": {}}]}"#,
+                "page 1, tool 1: `inputSchema` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a", "outputSchema": {}, "outputSchema": null}]}}"#,
+                "page 1, tool 1: `outputSchema` appears twice: which value holds is unknown",
+            ),
+            (
+                r#"{"tools": [{"name": "a", "title": "A", "title": "B"}]}"#,
+                "page 1, tool 1: `title` appears twice: which value holds is unknown",
+            ),
         ];
         for keep_definitions in [false, true] {
             for (text, message) in cases {
@@ -1955,9 +2005,7 @@ mod text_tests {
         let mut collector = Collector::new(CollectOptions::default());
         assert!(
             collector
-                .push_page_json(
-                    r#"{"tools": [{"name": "a", "description": "x", "description": "y"}]}"#
-                )
+                .push_page_json(r#"{"tools": [{"name": "a", "icons": [], "icons": null}]}"#)
                 .is_ok()
         );
     }
@@ -2024,6 +2072,24 @@ mod text_tests {
             "page 1 has resultType \"input_required\", not \"complete\": the server did not \
              list its tools"
         );
+        for (page, found) in [
+            (r#"{"tools": [], "resultType": 1}"#, "a number"),
+            (r#"{"tools": [], "resultType": null}"#, "null"),
+            (r#"{"tools": [], "resultType": ["complete"]}"#, "an array"),
+        ] {
+            let message = format!(
+                "page 1: `resultType` is {found}, not a string: whether the page is a complete \
+                 result is unknown"
+            );
+            let mut collector = Collector::new(CollectOptions::default());
+            let error = collector.push_page_json(page).unwrap_err();
+            assert_eq!(error.to_string(), message, "{page}");
+            let mut collector = Collector::new(CollectOptions::default());
+            let error = collector
+                .push_page(serde_json::from_str(page).unwrap())
+                .unwrap_err();
+            assert_eq!(error.to_string(), message, "{page}");
+        }
     }
 
     #[test]

@@ -327,7 +327,9 @@ pub enum LiveErrorKind {
     /// The server does not speak the MCP revision asked for with
     /// [`LiveOptions::protocol_version`](super::LiveOptions::protocol_version)
     /// (`version` is `Some`), or, when the client negotiated, none of the
-    /// revisions this client speaks (`version` is `None`).
+    /// revisions this client speaks but the one it refused (`version` is
+    /// `None`). The message says when the server lists the revision it
+    /// refused as supported.
     #[error("{}", refused(target, version.as_deref(), answer, supported))]
     ProtocolRefused {
         /// Which server.
@@ -342,6 +344,23 @@ pub enum LiveErrorKind {
         /// or an unsupported-version error's `data.supported`), as sent;
         /// empty when it did not say.
         supported: Vec<String>,
+    },
+
+    /// The server answered `initialize` with a `protocolVersion` this
+    /// client does not speak (see [`ProtocolVersion`](super::ProtocolVersion)).
+    #[error(
+        "{target} answered `initialize` (MCP {asked} asked for) with protocol version {}, \
+         which mcp-hints does not speak: it speaks {}",
+        quoted(answered),
+        known()
+    )]
+    UnknownRevision {
+        /// Which server.
+        target: String,
+        /// The revision asked for.
+        asked: String,
+        /// The revision it answered with, as sent.
+        answered: String,
     },
 
     /// The URL is not an absolute `http://` or `https://` URL.
@@ -365,44 +384,68 @@ pub enum LiveErrorKind {
 }
 
 fn refused(target: &str, version: Option<&str>, answer: &str, supported: &[String]) -> String {
-    let known = super::ProtocolVersion::ALL;
+    let known_versions = super::ProtocolVersion::ALL;
     let supported_text = supported
         .iter()
         .map(|version| crate::text::shown(version).into_owned())
         .collect::<Vec<_>>()
         .join(", ");
-    let common = known
-        .iter()
-        .find(|known| supported.iter().any(|version| version == known.as_str()));
+    let listed =
+        |known: &&super::ProtocolVersion| supported.iter().any(|version| version == known.as_str());
+    // A server may refuse a revision it lists as supported: then it is not
+    // said to speak none of ours, nor told to be asked for it again.
     let mut text = match version {
+        Some(version) if supported.iter().any(|listed| listed == version) => format!(
+            "{target} refuses MCP {version}, the revision --protocol-version asks for, though \
+             it lists it as supported: {answer}"
+        ),
         Some(version) => format!(
             "{target} refuses MCP {version}, the revision --protocol-version asks for: {answer}"
         ),
-        None => format!(
-            "{target} speaks none of the MCP revisions mcp-hints speaks ({}): {answer}",
-            known
-                .iter()
-                .map(|known| known.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        // Negotiating, a refusal that lists a revision this client speaks
+        // ends here only when it lists no other: the one it refused.
+        None => match known_versions.iter().find(listed) {
+            Some(common) => format!(
+                "{target} refuses MCP {common} though it lists it as supported, and lists no \
+                 other revision mcp-hints speaks: {answer}"
+            ),
+            None => format!(
+                "{target} speaks none of the MCP revisions mcp-hints speaks ({}): {answer}",
+                known()
+            ),
+        },
     };
     if !supported.is_empty() {
         let _ = write!(text, "; it supports {supported_text}");
     }
-    if version.is_some() {
-        match common {
-            Some(common) => {
+    if let Some(version) = version {
+        let other = known_versions
+            .iter()
+            .filter(|known| known.as_str() != version)
+            .find(listed);
+        match other {
+            Some(other) => {
                 let _ = write!(
                     text,
-                    ": pass --protocol-version {common}, or leave --protocol-version out to \
+                    ": pass --protocol-version {other}, or leave --protocol-version out to \
                      negotiate"
                 );
             }
+            // Asking again or negotiating meets the same refusal.
+            None if supported.iter().any(|listed| listed == version) => {}
             None => text.push_str(": leave --protocol-version out to negotiate"),
         }
     }
     text
+}
+
+/// `2026-07-28, 2025-11-25, …`: every revision this client speaks.
+fn known() -> String {
+    super::ProtocolVersion::ALL
+        .iter()
+        .map(|known| known.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn describe_exit(status: &Option<ExitStatus>) -> String {

@@ -90,13 +90,17 @@ pub(crate) fn step(message: &Value, our_id: u64, answer_requests: bool) -> Step 
             )),
         };
     }
+    // A parse error or an invalid request is reported with id null (or, by
+    // servers that drop null members, none); the only request it can
+    // concern is the one in flight.
     let Some(id) = object.get("id") else {
+        if object.contains_key("error") {
+            return Step::Done(message.clone());
+        }
         return Step::Invalid("neither \"method\" nor \"id\"".to_owned());
     };
     match id {
         Value::Number(n) if n.as_u64() == Some(our_id) => Step::Done(message.clone()),
-        // A parse error or an invalid request is reported with id null; the
-        // only request it can concern is the one in flight.
         Value::Null if object.contains_key("error") => Step::Done(message.clone()),
         Value::Number(n) if n.as_u64().is_some_and(|n| n >= 1 && n < our_id) => Step::Ignore,
         _ => Step::Invalid(format!(
@@ -268,6 +272,16 @@ mod tests {
             Step::Invalid(_)
         ));
         assert!(matches!(step(json!([1]), 3), Step::Invalid(_)));
+        for error in [
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+            json!({"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}}),
+        ] {
+            assert!(matches!(step(error, 3), Step::Done(_)));
+        }
+        assert!(matches!(
+            step(json!({"jsonrpc": "2.0", "result": {}}), 3),
+            Step::Invalid(_)
+        ));
     }
 
     #[test]

@@ -22,8 +22,11 @@
 //! exits on the probe (it is started again). A -32022 error, or a
 //! `server/discover` result, that lists a revision this client speaks
 //! selects it; one that lists none fails with
-//! [`LiveErrorKind::ProtocolRefused`]. HTTP silence, a 401/403 or a 5xx is
-//! an error, not a sign of age.
+//! [`LiveErrorKind::ProtocolRefused`]. An `initialize` refused with a
+//! `data.supported` list is sent once more, at the newest revision listed
+//! that this client speaks; an `initialize` answer naming a revision this
+//! client does not speak fails with [`LiveErrorKind::UnknownRevision`].
+//! HTTP silence, a 401/403 or a 5xx is an error, not a sign of age.
 
 use std::fmt;
 use std::str::FromStr;
@@ -167,9 +170,8 @@ impl Lifecycle {
 /// The revision a session speaks, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Negotiation {
-    /// The revision, as the server named it (an `initialize` answer may name
-    /// one this client does not know; it is taken, since `tools/list` is the
-    /// same in every `initialize` revision).
+    /// The revision, as the server named it: one this client speaks (an
+    /// `initialize` answer naming another is refused).
     pub version: String,
     /// How the session opened.
     pub lifecycle: Lifecycle,
@@ -198,6 +200,8 @@ enum Probe {
     Silent(String),
     /// It exited on the probe (stdio): start it again and fall back.
     Exited(String),
+    /// A -32022 whose `data.supported` is not a list of strings: why.
+    Malformed(String),
     /// Anything else: the error stands.
     Failed,
 }
@@ -228,6 +232,7 @@ impl Session {
                                 );
                                 self.refused(Some(version), answer, Vec::new())
                             }
+                            Probe::Malformed(reason) => self.invalid("server/discover", reason),
                             _ => error,
                         });
                     }
@@ -273,34 +278,38 @@ impl Session {
                 self.fall_back(&supported, why, &error).await
             }
             Probe::Legacy(why) => {
-                self.initialize(ProtocolVersion::LATEST_WITH_INITIALIZE, false, why)
+                self.initialize_or_retry(ProtocolVersion::LATEST_WITH_INITIALIZE, why)
                     .await
             }
             Probe::Exited(why) => {
                 self.restart()?;
-                self.initialize(ProtocolVersion::LATEST_WITH_INITIALIZE, false, why)
+                self.initialize_or_retry(ProtocolVersion::LATEST_WITH_INITIALIZE, why)
                     .await
             }
             Probe::Silent(why) => {
-                match self
-                    .initialize(ProtocolVersion::LATEST_WITH_INITIALIZE, false, why.clone())
-                    .await
-                {
-                    // Slow, not old: the refusal of `initialize` says it
-                    // speaks 2026-07-28 (a server that saw the probe first
-                    // may have settled on it). Ask again, with the whole
-                    // timeout this time.
-                    Err(refusal) if unsupported(&refusal).contains(&latest.as_str().to_owned()) => {
+                let asked = ProtocolVersion::LATEST_WITH_INITIALIZE;
+                match self.initialize(asked, false, why.clone()).await {
+                    Err(refusal) if is_refusal(&refusal) => {
+                        let supported = self.listed(&refusal)?;
+                        if !supported.iter().any(|listed| listed == latest.as_str()) {
+                            return self.retry(refusal, &supported, asked, why).await;
+                        }
+                        // Slow, not old: the refusal of `initialize` says it
+                        // speaks 2026-07-28 (a server that saw the probe
+                        // first may have settled on it). Ask again, with the
+                        // whole timeout this time.
                         let result = self.discover(latest, self.timeout).await?;
                         let why = format!(
-                            "{why}, but initialize was refused with \
-                             {UNSUPPORTED_PROTOCOL_VERSION} listing {latest}: asked again"
+                            "{why}, but initialize was refused with {} listing {latest}: asked \
+                             again",
+                            rpc_summary(refusal.kind())
                         );
                         self.take_discovery(result, latest, false, &why).await
                     }
                     other => other,
                 }
             }
+            Probe::Malformed(reason) => Err(self.invalid("server/discover", reason)),
             Probe::Failed => Err(error),
         }
     }
@@ -335,26 +344,22 @@ impl Session {
         forced: bool,
         reason: &str,
     ) -> Result<(), LiveError> {
-        let supported = match result.get("supportedVersions").and_then(Value::as_array) {
-            Some(list) if list.iter().all(Value::is_string) => list
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-            _ => {
-                return Err(LiveErrorKind::InvalidResponse {
-                    target: self.target.clone(),
-                    request: "server/discover".to_owned(),
-                    reason: match result.get("supportedVersions") {
-                        None => "the result has no \"supportedVersions\"".to_owned(),
-                        Some(other) => format!(
-                            "\"supportedVersions\" is {}, expected an array of strings",
-                            super::jsonrpc::kind(other)
-                        ),
-                    },
-                    stderr_tail: self.stderr_tail(),
-                }
-                .into());
+        let supported = match result.get("supportedVersions") {
+            Some(Value::Array(list)) => strings(list, "\"supportedVersions\"")
+                .map_err(|reason| self.invalid("server/discover", reason))?,
+            None => {
+                return Err(
+                    self.invalid("server/discover", "the result has no \"supportedVersions\"")
+                );
+            }
+            Some(other) => {
+                return Err(self.invalid(
+                    "server/discover",
+                    format!(
+                        "\"supportedVersions\" is {}, expected an array of strings",
+                        super::jsonrpc::kind(other)
+                    ),
+                ));
             }
         };
         let listed = list(&supported);
@@ -398,9 +403,68 @@ impl Session {
             };
             return Err(self.refused(None, answer, supported.to_vec()));
         };
+        self.initialize_or_retry(choice, why).await?;
+        if self.negotiation.server_versions.is_empty() {
+            self.negotiation.server_versions = supported.to_vec();
+        }
+        Ok(())
+    }
+
+    /// `initialize` at `version`, not forced; refused with a list of the
+    /// revisions the server supports, once more at the newest of them that
+    /// this client speaks with `initialize`.
+    async fn initialize_or_retry(
+        &mut self,
+        version: ProtocolVersion,
+        why: String,
+    ) -> Result<(), LiveError> {
+        match self.initialize(version, false, why.clone()).await {
+            Err(refusal) if is_refusal(&refusal) => {
+                let supported = self.listed(&refusal)?;
+                self.retry(refusal, &supported, version, why).await
+            }
+            other => other,
+        }
+    }
+
+    /// After `initialize` at `asked` was refused (`refusal`, listing
+    /// `supported`): `initialize` at the newest other revision both sides
+    /// speak, saying so in the `why`; the refusal when there is none.
+    async fn retry(
+        &mut self,
+        refusal: LiveError,
+        supported: &[String],
+        asked: ProtocolVersion,
+        why: String,
+    ) -> Result<(), LiveError> {
+        let choice = ProtocolVersion::ALL.into_iter().find(|version| {
+            *version != asked
+                && version.lifecycle() == Lifecycle::Initialize
+                && supported.iter().any(|listed| listed == version.as_str())
+        });
+        let Some(choice) = choice else {
+            return Err(refusal);
+        };
+        let why = format!(
+            "{why}; initialize at {asked} was refused with {}, the server lists {}: asked again \
+             at {choice}",
+            rpc_summary(refusal.kind()),
+            list(supported)
+        );
+        // Once: a second refusal stands.
         self.initialize(choice, false, why).await?;
         self.negotiation.server_versions = supported.to_vec();
         Ok(())
+    }
+
+    /// The revisions a refusal lists in `data.supported`, or the error for a
+    /// list that is not of strings.
+    fn listed(&self, refusal: &LiveError) -> Result<Vec<String>, LiveError> {
+        let request = match refusal.kind() {
+            LiveErrorKind::Rpc { request, .. } => request.as_str(),
+            _ => "initialize",
+        };
+        unsupported(refusal).map_err(|reason| self.invalid(request, reason))
     }
 
     /// `initialize` at `version`, then `notifications/initialized`.
@@ -421,11 +485,12 @@ impl Session {
         let result = match self.request("initialize", Some(params)).await {
             Ok(result) => result,
             Err(error) if forced && is_refusal(&error) => {
+                let supported = self.listed(&error)?;
                 let answer = format!(
                     "it answered `initialize` with {}",
                     rpc_summary(error.kind())
                 );
-                return Err(self.refused(Some(version), answer, unsupported(&error)));
+                return Err(self.refused(Some(version), answer, supported));
             }
             Err(error) => return Err(error),
         };
@@ -451,6 +516,15 @@ impl Session {
                 quoted(&answered)
             );
             return Err(self.refused(Some(version), answer, Vec::new()));
+        }
+        if ProtocolVersion::parse(&answered).is_none() {
+            // `tools/list` might read the same in it, or not: no guess.
+            return Err(LiveErrorKind::UnknownRevision {
+                target: self.target.clone(),
+                asked: version.as_str().to_owned(),
+                answered,
+            }
+            .into());
         }
         let why = if answered == version.as_str() {
             why
@@ -512,7 +586,10 @@ fn probe_outcome(error: &LiveError, stdio: bool, probe_timeout: Duration) -> Pro
     let old = "the server predates 2026-07-28";
     match error.kind() {
         LiveErrorKind::Rpc { code, .. } if *code == UNSUPPORTED_PROTOCOL_VERSION => {
-            Probe::Unsupported(unsupported(error))
+            match unsupported(error) {
+                Ok(supported) => Probe::Unsupported(supported),
+                Err(reason) => Probe::Malformed(reason),
+            }
         }
         LiveErrorKind::Rpc { code, .. }
             if matches!(*code, HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY) =>
@@ -579,23 +656,39 @@ fn is_refusal(error: &LiveError) -> bool {
     }
 }
 
-/// The strings of an error's `data.supported`, if it has them.
-fn unsupported(error: &LiveError) -> Vec<String> {
-    match error.kind() {
-        LiveErrorKind::Rpc {
-            data: Some(data), ..
-        } => data
-            .get("supported")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
+/// The strings of an error's `data.supported` (none when it has no such
+/// array), or why they are not all strings.
+fn unsupported(error: &LiveError) -> Result<Vec<String>, String> {
+    let LiveErrorKind::Rpc {
+        code,
+        data: Some(data),
+        ..
+    } = error.kind()
+    else {
+        return Ok(Vec::new());
+    };
+    match data.get("supported") {
+        Some(Value::Array(list)) => strings(
+            list,
+            &format!("\"data.supported\" in its JSON-RPC error {code}"),
+        ),
+        _ => Ok(Vec::new()),
     }
+}
+
+/// The elements of `list`, all strings, or which is not: `element 1 of
+/// NAME is a number, expected a string naming a revision`.
+fn strings(list: &[Value], name: &str) -> Result<Vec<String>, String> {
+    list.iter()
+        .enumerate()
+        .map(|(index, version)| match version {
+            Value::String(version) => Ok(version.clone()),
+            other => Err(format!(
+                "element {index} of {name} is {}, expected a string naming a revision",
+                super::jsonrpc::kind(other)
+            )),
+        })
+        .collect()
 }
 
 /// `2026-07-28, 2025-11-25` (escaped), or `nothing`.

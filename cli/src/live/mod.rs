@@ -254,7 +254,10 @@ impl Session {
     ///
     /// Without it, negotiate: `server/discover` at 2026-07-28 first, and
     /// `initialize` at 2025-11-25 (accepting the revision the server
-    /// answers with) for a server that predates 2026-07-28. A server is
+    /// answers with when this client speaks it, else
+    /// [`LiveErrorKind::UnknownRevision`]; a refusal whose `data.supported`
+    /// lists another this client speaks is asked once more, at the newest
+    /// of them) for a server that predates 2026-07-28. A server is
     /// taken for one that predates it when it answers `server/discover`
     /// with a JSON-RPC error other than -32020, -32021 and -32022, with an
     /// HTTP 4xx other than 401 and 403 without an MCP error, or, over
@@ -272,8 +275,9 @@ impl Session {
     /// [`LiveErrorKind::InvalidUrl`] / [`LiveErrorKind::InvalidHeader`] /
     /// [`LiveErrorKind::Connect`] (HTTP), [`LiveErrorKind::ProtocolRefused`],
     /// [`LiveErrorKind::InvalidResponse`] when an `initialize` result has no
-    /// string `protocolVersion` or a `server/discover` result no
-    /// `supportedVersions` array of strings, and any error of
+    /// string `protocolVersion`, a `server/discover` result no
+    /// `supportedVersions` array of strings, or a refusal a `data.supported`
+    /// array of other than strings, and any error of
     /// [`Session::request`]. On error a stdio server is killed.
     pub async fn connect(target: &LiveTarget, options: &LiveOptions) -> Result<Session, LiveError> {
         let mut session = Session {
