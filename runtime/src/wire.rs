@@ -19,6 +19,9 @@
 //! Codes are JSON-RPC 2.0 §5.1's. "No id" means the error response has no
 //! `id` member: the id could not be read (MCP 2025-11-25 and 2026-07-28
 //! basic/index, Error Responses; rmcp writes such errors the same way).
+//! "With its id" means the id's JSON text exactly as the peer sent it
+//! (`1.50`, `"A"`), never re-serialized (JSON-RPC 2.0 §5: the same
+//! value as the request's id).
 //! Over HTTP the guard's JSON-RPC answers come with status 400 (413 for a
 //! body too long), `Content-Type: application/json`.
 //!
@@ -29,7 +32,9 @@
 //! | a lone surrogate escape (`"\ud800"`, or a trailing one alone) | dropped, unanswered | -32700, no id, `Parse error: lone surrogate \ud800 at byte N: a string escape must be valid Unicode` (MCP: messages are UTF-8; serde_json would say "unexpected end of hex escape") |
 //! | nesting deeper than [`DEFAULT_MAX_DEPTH`] (128; rmcp's parser stops at 127) | dropped, unanswered | -32700, no id, `Parse error: nesting deeper than 128 arrays and objects`; depth 128 passes |
 //! | not an object (a number, a batch array) | -32600, no id | -32600, no id, saying what it was |
-//! | a request (`method` and `id`) whose id is not a string or an integer | -32600, no id | -32600, with the id if it is a number (`1.5`), else no id |
+//! | a request (`method` and `id`) whose id is a number rmcp would not write back as sent: a fraction (`1.5`), an integer beyond `i64` (`100000000000000000000`), an exponent or fraction form (`1e20`, `1.0`), `-0` | -32600, no id; or served, answered with a rewritten id (`1`, `0`) | -32600 with the id's text as sent, `Invalid Request: request id 1e20 is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)` |
+//! | a request whose id is neither a string nor a number (`null`, an object) | -32600, no id | -32600, no id |
+//! | a message object naming a member twice (`"id"`, `"method"`, `"jsonrpc"`, `"params"`, any) | served with the last value | a request: -32600, `Invalid Request: member "id" appears more than once`, with its id unless `id` is the member repeated with another text (then no id); a notification or a response: dropped. RFC 8259 §4: names "SHOULD be unique", else the outcome is unpredictable; members repeated inside `params` are rmcp's |
 //! | a request whose `jsonrpc` is not `"2.0"`, `method` not a string, `params` not an object, or that has `result`/`error` | -32600, no id | -32600 with its id, naming the member |
 //! | `params` an array | -32600, no id | -32602 with its id (every MCP request takes an object) |
 //! | `tools/call` without an object `params`, a string `name`, or with `arguments` neither absent, null nor an object | -32601 `tools/call` with its id (rmcp reads it as a custom request) | -32602 with its id, naming the member |
@@ -43,8 +48,13 @@
 //! have, a tool error for arguments its schema refuses, initialization
 //! order) stays rmcp's. Over stdio the guard treats an unterminated last
 //! line before end of input as a message (rmcp drops it) and skips empty
-//! lines; it strips one `\r` before the newline and a leading byte order
-//! mark, as rmcp does.
+//! lines; it strips one `\r` before the newline, as rmcp does.
+//!
+//! One leading UTF-8 byte order mark is ignored on both transports, as
+//! rmcp's stdio transport does: RFC 8259 §8.1 says JSON text "MUST NOT"
+//! begin with one but lets a parser "ignore the presence of a byte order
+//! mark rather than treating it as an error". Over HTTP the guard hands
+//! rmcp the body without it. A second BOM is -32700.
 //!
 //! The 128-level limit is the guard's own: rmcp's parser (serde_json's
 //! default) stops at 127. Over HTTP rmcp parses the body again, so the HTTP
@@ -61,7 +71,8 @@
 //! | POST of a body that is not JSON | 415, plain text | 400, -32700, no id |
 //! | POST of a request with a bad envelope, or `tools/call` params | 415 or -32601 | 400, -32600 or -32602 with its id, as over stdio |
 //! | POST of a malformed notification | 415 | 400, plain text, no JSON-RPC answer |
-//! | POST body over the limit (4 MiB) | 413, plain text | 413, -32700, no id |
+//! | POST body over the limit (4 MiB) | 413, plain text | 413, -32700, no id; at once, before reading the body, when `Content-Length` declares more |
+//! | POST body beginning with a byte order mark | 415, plain text | the BOM ignored, as over stdio |
 //! | any request with a foreign `Origin` | served (its Origin check is off until configured) | 403, plain text (basic/transports: "If the `Origin` header is present and invalid, servers MUST respond with HTTP 403 Forbidden") |
 //! | DELETE of an unknown session | 202 | 404 (a terminated session "MUST" be answered 404) |
 //!

@@ -108,6 +108,33 @@ impl StdioServer {
         answer
     }
 
+    async fn read_text(&mut self) -> String {
+        let mut line = String::new();
+        let read = within("a line from notes", self.stdout.read_line(&mut line))
+            .await
+            .expect("read the stdout of notes");
+        assert!(read > 0, "notes closed its stdout");
+        line.truncate(line.trim_end_matches('\n').len());
+        line
+    }
+
+    /// Writes `line`, its newline and the sentinel; returns the text of
+    /// every line the server wrote before the sentinel's answer, as written.
+    async fn exchange_text(&mut self, line: &[u8]) -> Vec<String> {
+        self.write(line).await;
+        self.write(b"\n").await;
+        self.write(SENTINEL.as_bytes()).await;
+        self.write(b"\n").await;
+        let mut answers = Vec::new();
+        loop {
+            let text = self.read_text().await;
+            if text == r#"{"jsonrpc":"2.0","id":"sentinel","result":{}}"# {
+                return answers;
+            }
+            answers.push(text);
+        }
+    }
+
     async fn answers_until_sentinel(&mut self) -> Vec<Value> {
         self.write(SENTINEL.as_bytes()).await;
         self.write(b"\n").await;
@@ -257,7 +284,8 @@ async fn an_invalid_request_is_answered_with_its_id() {
         (
             r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
             Some(json!(1.5)),
-            "Invalid Request: request id 1.5 is not a string or an integer of at most 64 bits",
+            "Invalid Request: request id 1.5 is not a string or a 64-bit integer in plain \
+             decimal (no fraction, exponent or -0)",
         ),
         (
             r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
@@ -483,12 +511,21 @@ async fn http(port: u16, method: &str, headers: &[(&str, &str)], body: &[u8]) ->
         let mut stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect to notes");
-        stream.write_all(request.as_bytes()).await.unwrap();
-        stream.write_all(body).await.unwrap();
-        let mut raw = Vec::new();
-        // The server may close before reading a body it refused.
-        let _ = stream.read_to_end(&mut raw).await;
-        raw
+        // The server may answer and close before reading a body it
+        // refused (413 for a declared length over the limit): write while
+        // reading, and keep what was read when the write fails.
+        let (mut from_server, mut to_server) = stream.split();
+        let write = async {
+            if to_server.write_all(request.as_bytes()).await.is_ok() {
+                let _ = to_server.write_all(body).await;
+            }
+        };
+        let read = async {
+            let mut raw = Vec::new();
+            let _ = from_server.read_to_end(&mut raw).await;
+            raw
+        };
+        tokio::join!(write, read).1
     })
     .await;
     let split = raw
@@ -720,5 +757,188 @@ async fn a_non_loopback_http_address_needs_public() {
         String::from_utf8_lossy(&output.stderr),
         "notes: --http 0.0.0.0:0 is not a loopback address; pass --public to listen beyond \
          this machine\n"
+    );
+}
+
+/// Numeric ids rmcp cannot carry or would write back otherwise, and the
+/// guard's answer to a `ping` with each, byte for byte.
+fn unrepeatable_ids() -> Vec<(String, String)> {
+    ["100000000000000000000", "1.5", "1e20", "1.0", "-0"]
+        .into_iter()
+        .map(|id| {
+            (
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid Request: request id {id} is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)"}}}}"#
+                ),
+            )
+        })
+        .chain(std::iter::once((
+            // A string id is repeated as written too, escapes and all.
+            r#"{"jsonrpc":"1.0","id":"\u0041\/b","method":"ping"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"\u0041\/b","error":{"code":-32600,"message":"Invalid Request: `jsonrpc` must be \"2.0\", not \"1.0\""}}"#.to_owned(),
+        )))
+        .collect()
+}
+
+#[tokio::test]
+async fn ids_are_repeated_exactly_as_sent() {
+    let mut server = StdioServer::start().await;
+    let (_child, port) = start_http(&[]).await;
+    for (line, answer) in unrepeatable_ids() {
+        assert_eq!(
+            server.exchange_text(line.as_bytes()).await,
+            std::slice::from_ref(&answer),
+            "stdio: {line}"
+        );
+        let reply = http(port, "POST", &JSON_POST, line.as_bytes()).await;
+        assert_eq!(reply.status, 400, "http: {line}");
+        assert_eq!(reply.text(), answer, "http: {line}");
+    }
+    // An integer rmcp writes back as sent is served (rmcp answers it
+    // concurrently, so it is read alone, not before a sentinel).
+    server
+        .write(b"{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775808,\"method\":\"ping\"}\n")
+        .await;
+    assert_eq!(
+        server.read_text().await,
+        r#"{"jsonrpc":"2.0","id":-9223372036854775808,"result":{}}"#
+    );
+}
+
+/// What a transport did with one message: a JSON-RPC answer, or none.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Answer(Value),
+    /// Over stdio nothing; over HTTP a 400 in plain text with this reason.
+    Unanswered(&'static str),
+}
+
+#[tokio::test]
+async fn repeated_members_and_a_bom_are_read_alike_over_stdio_and_http() {
+    const BOM: &str = "\u{feff}";
+    let repeated =
+        |member: &str| format!("Invalid Request: member \"{member}\" appears more than once");
+    let cases: Vec<(String, Outcome)> = vec![
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#.to_owned(),
+            Outcome::Answer(error(None, -32600, &repeated("id"))),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":1,"method":"ping"}"#.to_owned(),
+            Outcome::Answer(error(Some(json!(1)), -32600, &repeated("id"))),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","method":"tools/list"}"#.to_owned(),
+            Outcome::Answer(error(Some(json!(3)), -32600, &repeated("method"))),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":4,"method":"ping"}"#.to_owned(),
+            Outcome::Answer(error(Some(json!(4)), -32600, &repeated("jsonrpc"))),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_notes"},"params":{"name":"append_note","arguments":{"text":"x"}}}"#.to_owned(),
+            Outcome::Answer(error(Some(json!(5)), -32600, &repeated("params"))),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","method":"notifications/initialized"}"#.to_owned(),
+            Outcome::Unanswered(
+                "Bad Request: malformed notification: member \"method\" appears more than once",
+            ),
+        ),
+        // A leading BOM is ignored on both: what follows is read as usual.
+        (
+            format!(r#"{BOM}{{"jsonrpc":"1.0","id":6,"method":"ping"}}"#),
+            Outcome::Answer(error(
+                Some(json!(6)),
+                -32600,
+                "Invalid Request: `jsonrpc` must be \"2.0\", not \"1.0\"",
+            )),
+        ),
+        (
+            format!(r#"{BOM}{BOM}{{"jsonrpc":"2.0","id":7,"method":"ping"}}"#),
+            Outcome::Answer(error(
+                None,
+                -32700,
+                "Parse error: expected value at line 1 column 1",
+            )),
+        ),
+    ];
+    let mut server = StdioServer::start().await;
+    let (_child, port) = start_http(&[]).await;
+    for (line, outcome) in &cases {
+        let over_stdio = match server.exchange(line.as_bytes()).await.as_slice() {
+            [] => Outcome::Unanswered("nothing"),
+            [answer] => Outcome::Answer(answer.clone()),
+            more => panic!("stdio: {line}: {more:?}"),
+        };
+        let expected_stdio = match outcome {
+            Outcome::Unanswered(_) => Outcome::Unanswered("nothing"),
+            Outcome::Answer(answer) => Outcome::Answer(answer.clone()),
+        };
+        assert_eq!(over_stdio, expected_stdio, "stdio: {line}");
+        let reply = http(port, "POST", &JSON_POST, line.as_bytes()).await;
+        assert_eq!(reply.status, 400, "http: {line}: {}", reply.text());
+        let over_http = match reply.header("content-type") {
+            Some("application/json") => Outcome::Answer(reply.json()),
+            _ => Outcome::Unanswered(match outcome {
+                Outcome::Unanswered(reason) if *reason == reply.text() => reason,
+                _ => panic!("http: {line}: {}", reply.text()),
+            }),
+        };
+        assert_eq!(&over_http, outcome, "http: {line}");
+    }
+    // A sound message after a BOM is served on both.
+    let ping = format!(r#"{BOM}{{"jsonrpc":"2.0","id":8,"method":"ping"}}"#);
+    assert_eq!(
+        server.request(ping.as_bytes(), json!(8)).await,
+        json!({"jsonrpc": "2.0", "id": 8, "result": {}})
+    );
+    let initialize = format!("{BOM}{INITIALIZE}");
+    let reply = http(port, "POST", &JSON_POST, initialize.as_bytes()).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert!(reply.header("mcp-session-id").is_some());
+}
+
+#[tokio::test]
+async fn http_declared_length_over_4_mib_is_413_before_the_body_is_read() {
+    let (_child, port) = start_http(&[]).await;
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to notes");
+    // A terabyte declared, a few bytes sent, and the connection kept open:
+    // the answer must not wait for the rest.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 1000000000000\r\n\r\n\
+         {{\"jsonrpc\""
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let answered = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            let read = stream.read(&mut buffer).await.expect("read the answer");
+            raw.extend_from_slice(&buffer[..read]);
+            let text = String::from_utf8_lossy(&raw);
+            if read == 0 || text.ends_with("}}") {
+                return;
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&raw);
+    assert!(answered.is_ok(), "no answer within 5 s, got {text:?}");
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(
+        text.ends_with(
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error: body longer than 4194304 bytes"}}"#
+        ),
+        "{text}"
     );
 }

@@ -2,15 +2,24 @@
 //!
 //! Order of the checks, each answering the first defect it finds:
 //!
+//! 0. one leading UTF-8 byte order mark is ignored ([`json_text`]; both
+//!    transports call it, so a BOM is read the same way everywhere);
 //! 1. nesting deeper than the limit: -32700, no id (the text was not parsed);
 //! 2. not JSON (syntax, invalid UTF-8, a lone surrogate escape): -32700, no id;
 //! 3. not an object: -32600, no id;
 //! 4. by its members, a request (`method` and `id`), a notification
 //!    (`method`, no `id`), a response (`result` or `error`, no `method`), or
 //!    none of these (-32600);
-//! 5. a request: its id, `jsonrpc`, `method`, `params`, then the minimal
+//! 5. a member of the message object named twice: a request (or a message
+//!    that is none of the three) is -32600, with its id when the id is not
+//!    itself the member repeated with another value; a notification or a
+//!    response is dropped;
+//! 6. a request: its id, `jsonrpc`, `method`, `params`, then the minimal
 //!    `tools/call` shape; a notification or a response with a defect is
 //!    dropped, never answered.
+//!
+//! The id in every answer the guard writes is the id's JSON text exactly as
+//! the peer sent it ([`RawId`]), never a re-serialization of its value.
 //!
 //! Then the caller turns the value into rmcp's message type and calls
 //! [`settle`], which refuses what rmcp would misread.
@@ -24,7 +33,10 @@ use rmcp::model::{
     ReadResourceRequestMethod, RequestId, SetLevelRequestMethod, SubscribeRequestMethod,
     SubscriptionsListenRequestMethod, UnsubscribeRequestMethod, UpdateTaskMethod,
 };
+use serde::de::{Deserializer as _, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::map::Entry;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::hints::json_type;
@@ -66,13 +78,40 @@ const TYPED_METHODS: &[&str] = &[
     ReadResourceDirectoryRequestMethod::VALUE,
 ];
 
+/// A request id's JSON text exactly as the peer sent it (`1.50`, `1e2`,
+/// `"a\u0062"`), for the guard's own answers: JSON-RPC 2.0 §5 says the
+/// response id "MUST be the same as the value of the id member in the
+/// Request Object", and a number re-serialized from a float (`1e20` for
+/// `100000000000000000000`) is not.
+#[derive(Debug, Clone)]
+pub(crate) struct RawId(Box<RawValue>);
+
+impl RawId {
+    /// The id's text, as sent.
+    pub(crate) fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// `text` as an id; `None` when it is not one JSON value.
+    #[cfg(test)]
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        RawValue::from_string(text.to_owned()).ok().map(Self)
+    }
+}
+
+impl PartialEq for RawId {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
 /// A JSON-RPC error response the guard writes itself.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Refusal {
     /// The request's id as the peer wrote it; `None` when it could not be
     /// read, and then the response has no `id` member (MCP 2025-11-25 and
     /// 2026-07-28: "except in error cases where the ID could not be read").
-    pub(crate) id: Option<Value>,
+    pub(crate) id: Option<RawId>,
     pub(crate) code: i64,
     pub(crate) message: String,
 }
@@ -86,7 +125,7 @@ impl Refusal {
         }
     }
 
-    pub(crate) fn invalid_request(id: Option<Value>, detail: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid_request(id: Option<RawId>, detail: impl std::fmt::Display) -> Self {
         Self {
             id,
             code: INVALID_REQUEST,
@@ -94,7 +133,7 @@ impl Refusal {
         }
     }
 
-    pub(crate) fn invalid_params(id: Option<Value>, detail: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid_params(id: Option<RawId>, detail: impl std::fmt::Display) -> Self {
         Self {
             id,
             code: INVALID_PARAMS,
@@ -102,7 +141,8 @@ impl Refusal {
         }
     }
 
-    /// The error response as JSON text, without a newline.
+    /// The error response as JSON text, without a newline; the id is
+    /// written verbatim.
     pub(crate) fn to_json(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Body<'a> {
@@ -113,18 +153,18 @@ impl Refusal {
         struct Response<'a> {
             jsonrpc: &'static str,
             #[serde(skip_serializing_if = "Option::is_none")]
-            id: Option<&'a Value>,
+            id: Option<&'a RawValue>,
             error: Body<'a>,
         }
         serde_json::to_vec(&Response {
             jsonrpc: "2.0",
-            id: self.id.as_ref(),
+            id: self.id.as_ref().map(|id| &*id.0),
             error: Body {
                 code: self.code,
                 message: &self.message,
             },
         })
-        .expect("an error response of strings and numbers serializes")
+        .expect("an error response of strings, numbers and JSON text serializes")
     }
 }
 
@@ -132,10 +172,12 @@ impl Refusal {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Kind {
     Request {
-        /// The id as rmcp reads it (`1` and `1.0` are the same id).
+        /// The id as rmcp reads it: an integer in plain decimal, which rmcp
+        /// writes back byte for byte, or a string, which it writes back as
+        /// the same string (its escapes re-serialized).
         id: RequestId,
         /// The id as the peer wrote it, for our own answers.
-        raw_id: Value,
+        raw_id: RawId,
         method: String,
     },
     Notification,
@@ -155,9 +197,22 @@ pub(crate) enum Verdict {
     Drop(String),
 }
 
-/// Checks one message: `bytes` is the whole message (a line without its
-/// newline, or an HTTP body); `max_depth` bounds the nesting of arrays and
-/// objects, the message object itself counting 1.
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The JSON text of one message: `bytes` without one leading UTF-8 byte
+/// order mark. RFC 8259 §8.1: JSON text "MUST NOT" begin with one, but a
+/// parser "MAY ignore" it; rmcp's stdio transport ignores it, so both
+/// guards do, and the HTTP guard hands rmcp the body without it. A second
+/// BOM is not ignored (it is a parse error).
+pub(crate) fn json_text(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(BOM).unwrap_or(bytes)
+}
+
+/// Checks one message: `bytes` is the whole message's JSON text (a line
+/// without its newline, or an HTTP body, after [`json_text`]); `max_depth`
+/// bounds the nesting of arrays and objects, the message object itself
+/// counting 1.
 pub(crate) fn check(bytes: &[u8], max_depth: usize) -> Verdict {
     if let Some(defect) = scan(bytes, max_depth) {
         return Verdict::Refuse(Refusal::parse_error(defect));
@@ -166,13 +221,88 @@ pub(crate) fn check(bytes: &[u8], max_depth: usize) -> Verdict {
     // `scan` bounded the depth already, so the parser cannot
     // exhaust the stack; serde_json's own limit would refuse depth 128.
     deserializer.disable_recursion_limit();
-    let parsed = Value::deserialize(&mut deserializer).and_then(|value| {
+    let object = bytes
+        .iter()
+        .find(|byte| !byte.is_ascii_whitespace())
+        .is_some_and(|byte| *byte == b'{');
+    let parsed = if object {
+        // One pass: the members as values, and the id's text as sent.
+        (&mut deserializer).deserialize_map(EnvelopeVisitor).map(Ok)
+    } else {
+        Value::deserialize(&mut deserializer).map(Err)
+    };
+    let parsed = parsed.and_then(|parsed| {
         deserializer.end()?;
-        Ok(value)
+        Ok(parsed)
     });
     match parsed {
-        Ok(value) => classify(value),
+        Ok(Ok(envelope)) => classify(envelope),
+        Ok(Err(value)) => not_an_object(&value),
         Err(error) => Verdict::Refuse(Refusal::parse_error(error)),
+    }
+}
+
+/// The message object, read in one pass by [`EnvelopeVisitor`].
+struct Envelope {
+    /// The members; of a member named twice, the last value.
+    object: Map<String, Value>,
+    /// The text of the first `id` member; `None` without one, or when `id`
+    /// is named twice with different texts (then no id can be read).
+    raw_id: Option<RawId>,
+    /// The first member named more than once.
+    repeated: Option<String>,
+}
+
+/// Reads the message object: each member's value as a [`Value`] (the same
+/// work as parsing the whole object to one), the `id` member's text kept
+/// verbatim, and a member named twice noted (serde_json's `Value` would keep
+/// the last silently, and rmcp's typed parse refuses it).
+struct EnvelopeVisitor;
+
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Envelope, A::Error> {
+        let mut object = Map::new();
+        let mut raw_id: Option<RawId> = None;
+        let mut ambiguous_id = false;
+        let mut repeated: Option<String> = None;
+        while let Some(name) = members.next_key::<String>()? {
+            let value = if name == "id" {
+                let raw: &'de RawValue = members.next_value()?;
+                match &raw_id {
+                    None if !ambiguous_id => raw_id = Some(RawId(raw.to_owned())),
+                    Some(first) if first.text() == raw.get() => {}
+                    _ => {
+                        raw_id = None;
+                        ambiguous_id = true;
+                    }
+                }
+                id_value(raw.get()).map_err(serde::de::Error::custom)?
+            } else {
+                members.next_value::<Value>()?
+            };
+            match object.entry(name) {
+                Entry::Vacant(entry) => {
+                    entry.insert(value);
+                }
+                Entry::Occupied(mut entry) => {
+                    if repeated.is_none() {
+                        repeated = Some(entry.key().clone());
+                    }
+                    entry.insert(value);
+                }
+            }
+        }
+        Ok(Envelope {
+            object,
+            raw_id,
+            repeated,
+        })
     }
 }
 
@@ -242,28 +372,41 @@ fn scan(bytes: &[u8], max_depth: usize) -> Option<String> {
     None
 }
 
-fn classify(value: Value) -> Verdict {
-    let Value::Object(object) = value else {
-        let what = match &value {
-            Value::Array(_) => "an array (a JSON-RPC batch, which MCP does not use)",
-            other => json_type(other),
-        };
-        return Verdict::Refuse(Refusal::invalid_request(
-            None,
-            format!("a message must be a JSON object, not {what}"),
-        ));
+fn not_an_object(value: &Value) -> Verdict {
+    let what = match value {
+        Value::Array(_) => "an array (a JSON-RPC batch, which MCP does not use)",
+        other => json_type(other),
     };
+    Verdict::Refuse(Refusal::invalid_request(
+        None,
+        format!("a message must be a JSON object, not {what}"),
+    ))
+}
+
+fn classify(envelope: Envelope) -> Verdict {
+    let object = &envelope.object;
     let has = |member| object.contains_key(member);
     let answers = has("result") || has("error");
-    match (has("method"), has("id")) {
-        (true, true) => request(object),
-        (true, false) => notification(object),
-        (false, _) if answers => response(object),
-        (false, true) => {
-            let raw_id = &object["id"];
-            let id = readable_id(raw_id).map(|_| raw_id.clone());
-            Verdict::Refuse(Refusal::invalid_request(id, "the request has no `method`"))
-        }
+    let (method, id) = (has("method"), has("id"));
+    if let Some(name) = &envelope.repeated {
+        // RFC 8259 §4: names "SHOULD be unique", or what a receiver reads
+        // is unpredictable (serde_json keeps the last, rmcp's typed parse
+        // refuses): refused, on every transport alike.
+        let detail = format!("member {} appears more than once", shown(name));
+        return match (method, id) {
+            (true, false) => Verdict::Drop(format!("notification: {detail}")),
+            (false, _) if answers => Verdict::Drop(format!("response: {detail}")),
+            _ => Verdict::Refuse(Refusal::invalid_request(readable_id(&envelope), detail)),
+        };
+    }
+    match (method, id) {
+        (true, true) => request(envelope),
+        (true, false) => notification(envelope.object),
+        (false, _) if answers => response(envelope.object),
+        (false, true) => Verdict::Refuse(Refusal::invalid_request(
+            readable_id(&envelope),
+            "the request has no `method`",
+        )),
         (false, false) => Verdict::Refuse(Refusal::invalid_request(
             None,
             "not a request, a notification or a response: no `method`, `result` or `error`",
@@ -271,28 +414,70 @@ fn classify(value: Value) -> Verdict {
     }
 }
 
-/// The id a peer can correlate our answer with: a string, or a number that
-/// may not be an id rmcp accepts (`1.5`) but is still the peer's own.
-fn readable_id(raw_id: &Value) -> Option<&Value> {
-    matches!(raw_id, Value::String(_) | Value::Number(_)).then_some(raw_id)
+/// The value of an id's JSON text; an integer, the usual id, without a
+/// second parser.
+fn id_value(text: &str) -> serde_json::Result<Value> {
+    if let Ok(id) = text.parse::<i64>() {
+        return Ok(Value::from(id));
+    }
+    let mut id = serde_json::Deserializer::from_str(text);
+    id.disable_recursion_limit();
+    Value::deserialize(&mut id)
 }
 
-fn request(object: Map<String, Value>) -> Verdict {
-    let raw_id = object["id"].clone();
-    let Ok(id) = serde_json::from_value::<RequestId>(raw_id.clone()) else {
-        let refusal = match readable_id(&raw_id) {
-            Some(_) => Refusal::invalid_request(
-                Some(raw_id.clone()),
-                format!(
-                    "request id {} is not a string or an integer of at most 64 bits",
-                    shown_value(&raw_id)
-                ),
-            ),
+/// The id a peer can correlate our answer with, as it wrote it: a string,
+/// or a number that may not be an id rmcp accepts (`1.5`) but is still the
+/// peer's own. `None` for any other id, or an `id` named twice with
+/// different values.
+fn readable_id(envelope: &Envelope) -> Option<RawId> {
+    let readable = matches!(
+        envelope.object.get("id"),
+        Some(Value::String(_) | Value::Number(_))
+    );
+    envelope.raw_id.clone().filter(|_| readable)
+}
+
+/// The id rmcp carries for `value`, when rmcp writes it back exactly as
+/// `raw` was sent: any string, and an integer of `i64` in plain decimal.
+/// rmcp reads `1.0`, `1e2` and `-0` as integers and would answer `1`,
+/// `100` and `0`; it refuses a fraction (`1.5`) and an integer beyond
+/// `i64` (`100000000000000000000`, which serde_json reads as a float).
+fn exact_id(value: &Value, raw: &RawId) -> Option<RequestId> {
+    match value {
+        Value::String(id) => Some(RequestId::String(id.as_str().into())),
+        Value::Number(number) => {
+            // serde_json reads plain decimal within `i64` as an `i64`; text in
+            // any other form is not what rmcp would write back.
+            let text = raw.text();
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            let plain = !digits.is_empty()
+                && digits.bytes().all(|byte| byte.is_ascii_digit())
+                && text != "-0";
+            number.as_i64().filter(|_| plain).map(RequestId::Number)
+        }
+        _ => None,
+    }
+}
+
+fn request(envelope: Envelope) -> Verdict {
+    let raw_id = readable_id(&envelope);
+    let object = envelope.object;
+    let id = raw_id.as_ref().and_then(|raw| exact_id(&object["id"], raw));
+    let (Some(id), Some(raw_id)) = (id, raw_id.clone()) else {
+        let refusal = match raw_id {
+            Some(raw_id) => {
+                let detail = format!(
+                    "request id {} is not a string or a 64-bit integer in plain decimal \
+                     (no fraction, exponent or -0)",
+                    shown_raw(&raw_id)
+                );
+                Refusal::invalid_request(Some(raw_id), detail)
+            }
             None => Refusal::invalid_request(
                 None,
                 format!(
                     "a request id must be a string or an integer, not {}",
-                    json_type(&raw_id)
+                    json_type(&object["id"])
                 ),
             ),
         };
@@ -459,7 +644,7 @@ pub(crate) fn shown(text: &str) -> String {
 
 /// A JSON value for a message: strings as [`shown`], the rest as JSON cut
 /// to [`SHOWN_CHARS`].
-pub(crate) fn shown_value(value: &Value) -> String {
+fn shown_value(value: &Value) -> String {
     match value {
         Value::String(text) => shown(text),
         other => {
@@ -469,6 +654,15 @@ pub(crate) fn shown_value(value: &Value) -> String {
                 None => text,
             }
         }
+    }
+}
+
+/// An id for a message: its text as sent, cut to [`SHOWN_CHARS`].
+pub(crate) fn shown_raw(id: &RawId) -> String {
+    let text = id.text();
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -555,7 +749,7 @@ mod tests {
         assert_eq!(
             answer(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
             json!({"jsonrpc": "2.0", "id": 1.5, "error": {"code": -32600,
-                "message": "Invalid Request: request id 1.5 is not a string or an integer of at most 64 bits"}})
+                "message": "Invalid Request: request id 1.5 is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)"}})
         );
         assert_eq!(
             answer(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
@@ -571,6 +765,150 @@ mod tests {
             answer(r#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#),
             json!({"jsonrpc": "2.0", "error": {"code": -32600,
                 "message": "Invalid Request: a message must be a JSON object, not an array (a JSON-RPC batch, which MCP does not use)"}})
+        );
+    }
+
+    /// The answer's bytes, which must hold the id exactly as `id`.
+    fn answer_text(line: &str) -> String {
+        String::from_utf8(refusal(line).to_json()).unwrap()
+    }
+
+    #[test]
+    fn ids_rmcp_would_rewrite_are_refused_with_their_text() {
+        for id in [
+            "100000000000000000000",
+            "-100000000000000000000",
+            "9223372036854775808",
+            "1.5",
+            "1e20",
+            "1E2",
+            "1.0",
+            "-0",
+            "1.50",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(
+                answer_text(&line),
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"Invalid Request: request id {id} is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)"}}}}"#
+                ),
+                "{id}"
+            );
+        }
+        // What rmcp writes back as sent passes.
+        for id in [
+            "0",
+            "-1",
+            "9223372036854775807",
+            "-9223372036854775808",
+            r#""a\u0062""#,
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let Verdict::Pass { kind, .. } = check(line.as_bytes(), 128) else {
+                panic!("{id} passes");
+            };
+            let Kind::Request { raw_id, .. } = kind else {
+                panic!("a request");
+            };
+            assert_eq!(raw_id.text(), id);
+        }
+    }
+
+    #[test]
+    fn every_refusal_repeats_the_id_text_as_sent() {
+        // An escaped string id, with whitespace around it, in each of the
+        // guard's own answers: envelope, params, rmcp's reading.
+        let id = r#""\u0041\/b""#;
+        let envelope = format!(r#"{{"jsonrpc":"1.0","id": {id} ,"method":"ping"}}"#);
+        assert!(answer_text(&envelope).contains(&format!(r#""id":{id},"#)));
+        let params =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{}}}}"#);
+        assert!(answer_text(&params).contains(&format!(r#""id":{id},"#)));
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":5}}}}"#
+        );
+        let Verdict::Pass { value, kind } = check(line.as_bytes(), 128) else {
+            panic!("the envelope is sound");
+        };
+        let Err(Verdict::Refuse(refusal)) = settle(serde_json::from_value(value), &kind) else {
+            panic!("rmcp reads it as a custom request");
+        };
+        let text = String::from_utf8(refusal.to_json()).unwrap();
+        assert!(text.contains(&format!(r#""id":{id},"#)), "{text}");
+        // A message with an id but no method.
+        let line = r#"{"jsonrpc":"2.0","id":1e2}"#;
+        assert!(answer_text(line).contains(r#""id":1e2,"#));
+    }
+
+    #[test]
+    fn a_member_named_twice_is_an_invalid_request() {
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"id":1,"method":"ping"}"#,
+                Some("1"),
+                "id",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+                None,
+                "id",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"a","method":"ping","method":"tools/list"}"#,
+                Some(r#""a""#),
+                "method",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":3,"method":"ping"}"#,
+                Some("3"),
+                "jsonrpc",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a"},"params":{"name":"b"}}"#,
+                Some("4"),
+                "params",
+            ),
+            (r#"{"jsonrpc":"2.0","id":5,"id":5}"#, Some("5"), "id"),
+        ];
+        for (line, id, member) in cases {
+            assert_eq!(
+                refusal(line),
+                Refusal::invalid_request(
+                    id.and_then(RawId::parse),
+                    format!("member \"{member}\" appears more than once")
+                ),
+                "{line}"
+            );
+        }
+        // A member repeated inside `params` is not the envelope's.
+        let nested = r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{"a":1,"a":2}}"#;
+        assert!(matches!(
+            check(nested.as_bytes(), 128),
+            Verdict::Pass { .. }
+        ));
+        for line in [
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+        ] {
+            assert!(
+                matches!(check(line.as_bytes(), 128), Verdict::Drop(_)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_leading_byte_order_mark_is_ignored() {
+        let line = b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
+        assert_eq!(json_text(line), &line[3..]);
+        assert!(matches!(check(json_text(line), 128), Verdict::Pass { .. }));
+        let twice = [&b"\xEF\xBB\xBF"[..], line].concat();
+        assert_eq!(
+            match check(json_text(&twice), 128) {
+                Verdict::Refuse(refusal) => refusal.code,
+                other => panic!("{other:?}"),
+            },
+            PARSE_ERROR
         );
     }
 
@@ -599,7 +937,7 @@ mod tests {
                 format!(r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{params}}}"#);
             assert_eq!(
                 refusal(&line),
-                Refusal::invalid_params(Some(json!(8)), detail),
+                Refusal::invalid_params(RawId::parse("8"), detail),
                 "{params}"
             );
         }
@@ -636,7 +974,7 @@ mod tests {
         };
         assert_eq!(
             refusal,
-            Refusal::invalid_params(Some(json!(4)), "`params` do not fit \"initialize\"")
+            Refusal::invalid_params(RawId::parse("4"), "`params` do not fit \"initialize\"")
         );
         // A method rmcp does not model stays rmcp's to answer (-32601).
         let custom = r#"{"jsonrpc":"2.0","id":4,"method":"x/y","params":{}}"#;

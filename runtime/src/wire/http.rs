@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, ORIGIN};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
@@ -42,11 +42,15 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// |---|---|
 /// | any method, with an `Origin` that is not the server's own or allowed | 403, `text/plain` |
 /// | DELETE of a session the session manager does not know (with [`sessions`](Self::sessions)) | 404, `text/plain` |
-/// | POST whose body is longer than [`max_body_bytes`](Self::max_body_bytes) | 413, JSON-RPC -32700, no id |
+/// | POST whose body is longer than [`max_body_bytes`](Self::max_body_bytes) | 413, JSON-RPC -32700, no id; before the body is read when `Content-Length` says so |
 /// | POST whose body is not JSON, or nests deeper than [`HTTP_MAX_DEPTH`](super::HTTP_MAX_DEPTH) | 400, JSON-RPC -32700, no id |
-/// | POST of a request with a bad envelope | 400, JSON-RPC -32600, its id when readable |
+/// | POST of a request with a bad envelope, a member named twice, or an id rmcp would not repeat exactly (`1.5`, `1e20`) | 400, JSON-RPC -32600, its id as sent when readable |
 /// | POST of `tools/call` with bad params, or params rmcp cannot read for a method it models | 400, JSON-RPC -32602, its id |
 /// | POST of a malformed notification or response | 400, `text/plain` (never a JSON-RPC answer) |
+///
+/// One leading UTF-8 byte order mark of a body is ignored and not passed
+/// on (RFC 8259 §8.1), as over stdio; the ids in the guard's answers are
+/// the request's id text as sent.
 ///
 /// Only a POST whose `Content-Type` is `application/json` and whose
 /// `Accept` lists `application/json` and `text/event-stream` has its body
@@ -147,7 +151,8 @@ impl HttpGuard {
     }
 
     /// The most bytes a POST body may have; a longer one is answered 413
-    /// with a JSON-RPC -32700 body. Keep rmcp's
+    /// with a JSON-RPC -32700 body, without reading the body when its
+    /// `Content-Length` declares more, else once the limit is passed. Keep rmcp's
     /// `StreamableHttpServerConfig::max_request_body_bytes` at least this
     /// large (both default to 4 MiB), or rmcp answers 413 first in plain
     /// text.
@@ -225,7 +230,8 @@ impl HttpGuard {
         }
     }
 
-    /// The guard's answer to a POST body, or `None` to pass it to rmcp.
+    /// The guard's answer to a POST body (its JSON text, after
+    /// [`check::json_text`]), or `None` to pass it to rmcp.
     fn refuse_body(&self, body: &[u8]) -> Option<Response<Full<Bytes>>> {
         let verdict = match check::check(body, HTTP_MAX_DEPTH) {
             Verdict::Pass { kind, .. } => {
@@ -331,14 +337,19 @@ impl HttpGuard {
             let response = inner.call(request.map(Either::Right)).await?;
             return Ok(response.map(Either::Right));
         }
-        let (parts, body) = request.into_parts();
+        let too_long = || {
+            let refusal =
+                Refusal::parse_error(format!("body longer than {} bytes", self.max_body_bytes));
+            jsonrpc(StatusCode::PAYLOAD_TOO_LARGE, &refusal)
+        };
+        if declared_too_long(&request, self.max_body_bytes) {
+            // Answered before a byte of the body is read.
+            return own(too_long());
+        }
+        let (mut parts, body) = request.into_parts();
         let body = match Limited::new(body, self.max_body_bytes).collect().await {
             Ok(collected) => collected.to_bytes(),
-            Err(error) if error.is::<LengthLimitError>() => {
-                let refusal =
-                    Refusal::parse_error(format!("body longer than {} bytes", self.max_body_bytes));
-                return own(jsonrpc(StatusCode::PAYLOAD_TOO_LARGE, &refusal));
-            }
+            Err(error) if error.is::<LengthLimitError>() => return own(too_long()),
             Err(error) => {
                 return own(plain(
                     StatusCode::BAD_REQUEST,
@@ -346,13 +357,34 @@ impl HttpGuard {
                 ));
             }
         };
+        // rmcp gets the JSON text the guard checked: without a leading BOM.
+        let body = body.slice_ref(check::json_text(&body));
         if let Some(response) = self.refuse_body(&body) {
             return own(response);
+        }
+        if parts.headers.contains_key(CONTENT_LENGTH) {
+            parts
+                .headers
+                .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
         let request = Request::from_parts(parts, Either::Left(Full::new(body)));
         let response = inner.call(request).await?;
         Ok(response.map(Either::Right))
     }
+}
+
+/// Whether the body says, before it is read, that it is longer than `max`
+/// bytes: a `Content-Length` over `max` (any of them, if repeated), or a
+/// body whose size hint is (hyper's, from that header).
+fn declared_too_long<B: Body>(request: &Request<B>, max: usize) -> bool {
+    let max = u64::try_from(max).unwrap_or(u64::MAX);
+    request.body().size_hint().lower() > max
+        || request
+            .headers()
+            .get_all(CONTENT_LENGTH)
+            .iter()
+            .filter_map(|value| value.to_str().ok()?.trim().parse::<u64>().ok())
+            .any(|length| length > max)
 }
 
 /// Whether rmcp would parse this POST's body: `Content-Type` is
@@ -537,6 +569,27 @@ mod tests {
              scheme://host:port, without a path, or null"
         );
         assert!(loopback().allow_origin("app.example.com").is_err());
+    }
+
+    #[test]
+    fn a_declared_length_over_the_limit_is_too_long_before_any_read() {
+        let post = |length: Option<&str>, body: &'static str| {
+            let mut request = Request::post("/mcp");
+            if let Some(length) = length {
+                request = request.header(CONTENT_LENGTH, length);
+            }
+            request
+                .body(Full::new(Bytes::from_static(body.as_bytes())))
+                .unwrap()
+        };
+        // The header alone says so; the body is never looked at.
+        assert!(declared_too_long(&post(Some("1000000000000"), "{}"), 10));
+        assert!(declared_too_long(&post(Some("11"), "{}"), 10));
+        assert!(!declared_too_long(&post(Some("10"), "{}"), 10));
+        // A body that knows its size says so too.
+        assert!(declared_too_long(&post(None, "{\"a\":\"123456\"}"), 10));
+        assert!(!declared_too_long(&post(None, "{}"), 10));
+        assert!(!declared_too_long(&post(Some("x"), "{}"), 10));
     }
 
     #[test]

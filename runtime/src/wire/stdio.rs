@@ -285,8 +285,8 @@ where
         let verdict = {
             let line = self.line.as_slice();
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            // RFC 8259 §8.1 lets a parser ignore a byte order mark; rmcp does.
-            let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+            // One leading byte order mark is ignored, as over HTTP.
+            let line = check::json_text(line);
             if line.iter().all(u8::is_ascii_whitespace) {
                 None
             } else {
@@ -312,7 +312,7 @@ where
         match (&kind, &message) {
             (Kind::Request { id, raw_id, .. }, _) if !in_flight.start(id) => {
                 drop(in_flight);
-                let shown = check::shown_value(raw_id);
+                let shown = check::shown_raw(raw_id);
                 self.refuse_or_drop(Verdict::Refuse(Refusal::invalid_request(
                     Some(raw_id.clone()),
                     format!("request id {shown} is already in use by a request in flight"),
