@@ -450,7 +450,48 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::redacted;
+    use mcp_hints::Hint;
+    use mcp_hints::testing::Verifier;
+
+    use super::{Notes, redacted};
+
+    #[tokio::test]
+    async fn every_declared_hint_holds() {
+        let report = Verifier::new(|| {
+            let notes = Notes::default();
+            let book = notes.book.clone();
+            // What `list_notes` shows: the notes, not the id counter.
+            let snapshot = move || {
+                let book = book.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                serde_json::to_value(book.notes.values().collect::<Vec<_>>())
+                    .expect("notes serialize")
+            };
+            (notes, snapshot)
+        })
+        .assert_hints_hold()
+        .await;
+        let mut checked: Vec<(&str, Hint)> = report
+            .checked
+            .iter()
+            .map(|checked| (checked.tool.as_str(), checked.hint))
+            .collect();
+        checked.sort();
+        // Every promise each tool makes, checked on calls that succeeded.
+        assert_eq!(
+            checked,
+            [
+                ("add_note", Hint::Destructive),
+                ("add_note", Hint::Idempotent),
+                ("append_note", Hint::Destructive),
+                ("delete_note", Hint::Idempotent),
+                ("forecast", Hint::ReadOnly),
+                ("list_notes", Hint::ReadOnly),
+                ("update_note", Hint::Idempotent),
+            ],
+            "unchecked: {:#?}",
+            report.unchecked
+        );
+    }
 
     #[test]
     fn store_urls_are_shown_without_their_password() {

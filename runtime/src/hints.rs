@@ -105,6 +105,13 @@ impl fmt::Display for Provenance {
     }
 }
 
+/// A hint serialises as its field name on the wire (`"readOnlyHint"`).
+impl serde::Serialize for Hint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.wire_name())
+    }
+}
+
 /// A hint's effective value and its provenance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintValue {

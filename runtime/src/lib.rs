@@ -10,6 +10,10 @@ pub mod hints;
 pub mod idempotency;
 pub mod pagination;
 pub mod policy;
+#[cfg(feature = "testing")]
+pub mod testing;
+#[cfg(feature = "verify")]
+pub mod verify;
 pub mod wire;
 
 #[doc(hidden)]
