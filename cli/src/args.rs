@@ -44,6 +44,23 @@ pub enum Command {
     /// Exit status: 0, or 2 for bad or incomplete input or a server that
     /// cannot be reached.
     Pin(PinArgs),
+    /// Checks that the hints hold: runs sequences of generated calls on a
+    /// fresh server per run and reads its state back with a snapshot tool
+    /// after each call.
+    ///
+    /// readOnlyHint true: a call leaves the snapshot as it was.
+    /// idempotentHint true: the same call again at once leaves it as it
+    /// was. destructiveHint false: a call removes or changes nothing that
+    /// was there. openWorldHint is not observable, and reported unchecked.
+    /// Every finding comes with the shortest sequence found that shows it.
+    ///
+    /// It calls every writing tool with generated arguments, so it asks
+    /// first (--yes for CI); --skip keeps tools out.
+    ///
+    /// Exit status: 0 when every checked hint held, 1 when one did not, 2
+    /// for bad input, a server that cannot be reached or that died during a
+    /// sequence.
+    Verify(VerifyArgs),
 }
 
 /// `mcp-hints audit`.
@@ -91,6 +108,117 @@ pub struct PinArgs {
     /// The server.
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+/// `mcp-hints verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The read-only tool whose result is the server's state: it is called
+    /// before and after each call under test.
+    #[arg(long, value_name = "TOOL")]
+    pub snapshot: String,
+    /// The snapshot tool's arguments, a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_object)]
+    pub snapshot_args: serde_json::Map<String, serde_json::Value>,
+    /// Print JSON instead of rustc-style findings.
+    #[arg(long)]
+    pub json: bool,
+    /// The seed of the generated sequences: the same seed on the same
+    /// server gives the same calls and the same report.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// Calls per run.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: u32,
+    /// Runs, each on a fresh server.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Arguments to call tools with besides the generated ones: a JSON
+    /// object of tool names to arrays of argument objects,
+    /// `{"write_file": [{"path": "/tmp/x/a", "content": "a"}]}`.
+    #[arg(long, value_name = "FILE")]
+    pub examples: Option<PathBuf>,
+    /// Never call the tools whose names match GLOB (`*` any run of
+    /// characters, `?` one, `[a-z]` a class); repeatable. Their hints are
+    /// reported unchecked.
+    #[arg(long, value_name = "GLOB")]
+    pub skip: Vec<String>,
+    /// A shell command (`sh -c`) run before each run's server is started,
+    /// for a server whose state lives outside its process (a file, a
+    /// database): a failure stops everything.
+    #[arg(long, value_name = "COMMAND")]
+    pub reset: Option<String>,
+    /// Do not ask before calling the server's writing tools.
+    #[arg(long)]
+    pub yes: bool,
+    /// The server.
+    #[command(flatten)]
+    pub target: LiveTargetArgs,
+}
+
+/// A live server, for `verify`: its tools are called, so saved pages will
+/// not do. The options are [`TargetArgs`]'s.
+#[derive(Debug, Args)]
+pub struct LiveTargetArgs {
+    /// A streamable HTTP server's MCP endpoint.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// A stdio server to spawn: everything after `--`.
+    #[arg(last = true, value_name = "COMMAND", conflicts_with = "url")]
+    pub command: Vec<OsString>,
+    /// Seconds each request to a live server may take, from its first byte
+    /// sent to the last byte of the answer (the stdio server/discover probe
+    /// waits 10 at most); also the most a `--reset` may take.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value = "30",
+        value_parser = parse_seconds,
+        allow_negative_numbers = true
+    )]
+    pub timeout: std::time::Duration,
+    /// The client capabilities declared in `initialize`, or in every
+    /// request's `_meta` under 2026-07-28, as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_capabilities)]
+    pub capabilities: serde_json::Value,
+    /// Speak this MCP revision and no other (2026-07-28, 2025-11-25,
+    /// 2025-06-18, 2025-03-26 or 2024-11-05), as `audit` does.
+    #[arg(long, value_name = "VERSION")]
+    pub protocol_version: Option<ProtocolVersion>,
+    /// The most bytes one message from the server may have (a stdout line,
+    /// an HTTP body, an SSE event): more is exit 2. A number of bytes, or
+    /// with KiB, MiB or GiB.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value = "64MiB",
+        value_parser = parse_bytes
+    )]
+    pub max_response_bytes: usize,
+    /// An HTTP header for --url servers, e.g. `Authorization: Bearer …`
+    /// (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+    /// The most tools/list pages accepted before giving up.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = parse_max_pages)]
+    pub max_pages: usize,
+}
+
+impl LiveTargetArgs {
+    /// The same server as a [`TargetArgs`], for the tool list.
+    pub fn to_target(&self) -> TargetArgs {
+        TargetArgs {
+            files: Vec::new(),
+            url: self.url.clone(),
+            command: self.command.clone(),
+            timeout: self.timeout,
+            capabilities: self.capabilities.clone(),
+            protocol_version: self.protocol_version,
+            max_response_bytes: self.max_response_bytes,
+            headers: self.headers.clone(),
+            max_pages: self.max_pages,
+        }
+    }
 }
 
 /// Where the tools come from: saved pages, a URL, or a command after `--`.
@@ -204,6 +332,16 @@ fn parse_capabilities(text: &str) -> Result<serde_json::Value, String> {
     match serde_json::from_str(text) {
         Ok(value @ serde_json::Value::Object(_)) => Ok(value),
         Ok(_) => Err("client capabilities must be a JSON object, e.g. '{\"roots\": {}}'".into()),
+        Err(error) => Err(format!("not JSON: {error}")),
+    }
+}
+
+fn parse_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(object)) => Ok(object),
+        Ok(_) => Err(
+            "the snapshot's arguments must be a JSON object, e.g. '{\"path\": \"/tmp\"}'".into(),
+        ),
         Err(error) => Err(format!("not JSON: {error}")),
     }
 }

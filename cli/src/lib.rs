@@ -1,5 +1,6 @@
-//! The `mcp-hints` command: audit, lint and pin any MCP server's tools, in
-//! any language. See the README's section "Check any MCP server".
+//! The `mcp-hints` command: audit, lint, pin and verify any MCP server's
+//! tools, in any language. See the README's sections "Check any MCP server"
+//! and "Verify that hints hold".
 //!
 //! The library half exists for the command and its tests; its modules are
 //! public so that other tools can reuse the live client and the lint rules.
@@ -13,6 +14,7 @@ pub mod live;
 pub mod source;
 mod table;
 pub mod text;
+pub mod verify;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,6 +44,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Audit(args) => (args.json, "report"),
         Command::Lint(args) => (args.json, "report"),
         Command::Pin(_) => (false, "lock"),
+        Command::Verify(args) => (args.json, "report"),
     };
     if stdout_closed() {
         // Checked before a server is started for nothing.
@@ -55,6 +58,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             Command::Audit(args) => (args.json, audit(args).await),
             Command::Lint(args) => (args.json, lint(args).await),
             Command::Pin(args) => (false, pin(args).await),
+            Command::Verify(args) => (args.json, verify::run(args).await),
         }
     };
     let (json, result) = tokio::select! {

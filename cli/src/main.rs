@@ -1,4 +1,4 @@
-//! `mcp-hints`: audit, lint and pin any MCP server's tools.
+//! `mcp-hints`: audit, lint, pin and verify any MCP server's tools.
 
 use std::process::ExitCode;
 

@@ -221,8 +221,9 @@ impl Options {
         Ok(self)
     }
 
-    /// The first skip pattern `name` matches.
-    fn skipped(&self, name: &str) -> Option<&str> {
+    /// The first [`skip`](Self::skip) pattern `name` matches, as given;
+    /// `None` when the tool is called.
+    pub fn skipped(&self, name: &str) -> Option<&str> {
         self.skip
             .iter()
             .find(|(_, pattern)| pattern.matches(name))
