@@ -61,6 +61,70 @@ pub enum Command {
     /// for bad input, a server that cannot be reached or that died during a
     /// sequence.
     Verify(VerifyArgs),
+    /// One MCP endpoint in front of many servers, where tool hints become
+    /// enforced policy: namespaced tools with explicit hints, rules
+    /// (deny, require_approval, rate_limit, allow), a drift lock, an audit
+    /// log, and calls resent only when replay-safe.
+    ///
+    /// Exit status: 0, or 2 for a bad config (file, line and key named),
+    /// colliding tool names, or an address that cannot be bound.
+    Gateway(GatewayArgs),
+}
+
+/// `mcp-hints gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: GatewayCommand,
+}
+
+/// The subcommands of `mcp-hints gateway`.
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Serves MCP over streamable HTTP at `listen.http` (or over stdio with
+    /// --stdio) in front of the config's upstreams, with the admin endpoint
+    /// at `listen.admin_http`.
+    Serve(ServeArgs),
+    /// Prints the audit log's entries, filtered.
+    Log(crate::gateway::log::LogArgs),
+    /// Approves a parked call (or a drifted tool's new definition) at the
+    /// admin endpoint, with the token from $MCP_GATEWAY_ADMIN_TOKEN.
+    Approve(DecideArgs),
+    /// Denies a parked call at the admin endpoint.
+    Deny(DecideArgs),
+    /// Lists the parked calls at the admin endpoint.
+    Pending(PendingArgs),
+}
+
+/// `mcp-hints gateway serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The gateway's config file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Serve one client over stdin/stdout (principal `local`) instead of
+    /// HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+}
+
+/// `mcp-hints gateway approve|deny`.
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The parked call's id, as `pending` and the gateway's stderr show it.
+    pub id: String,
+    /// The admin endpoint's base URL, e.g. `http://127.0.0.1:8788`.
+    #[arg(long, value_name = "URL")]
+    pub admin: String,
+}
+
+/// `mcp-hints gateway pending`.
+#[derive(Debug, Args)]
+pub struct PendingArgs {
+    /// The admin endpoint's base URL, e.g. `http://127.0.0.1:8788`.
+    #[arg(long, value_name = "URL")]
+    pub admin: String,
 }
 
 /// `mcp-hints audit`.

@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod audit;
+pub mod gateway;
 pub mod lint;
 pub mod live;
 pub mod source;
@@ -26,7 +27,9 @@ use mcp_hints::fingerprint::Lock;
 use mcp_hints::policy::Trust;
 use serde_json::json;
 
-use crate::args::{AuditArgs, Cli, Command, LintArgs, PinArgs};
+use crate::args::{
+    AuditArgs, Cli, Command, GatewayArgs, GatewayCommand, LintArgs, PinArgs, ServeArgs,
+};
 use crate::audit::Audit;
 use crate::lint::{Finding, Rule};
 
@@ -45,35 +48,56 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Lint(args) => (args.json, "report"),
         Command::Pin(_) => (false, "lock"),
         Command::Verify(args) => (args.json, "report"),
+        Command::Gateway(_) => (false, "output"),
     };
-    if stdout_closed() {
+    // A gateway serving HTTP writes nothing to stdout.
+    let needs_stdout = !matches!(
+        &cli.command,
+        Command::Gateway(GatewayArgs {
+            command: GatewayCommand::Serve(ServeArgs { stdio: false, .. })
+        })
+    );
+    if needs_stdout && stdout_closed() {
         // Checked before a server is started for nothing.
         return failed(
             json,
             &format!("cannot write the {output}: stdout is closed (`>&-`); redirect it to a file"),
         );
     }
+    // The gateway stops on a signal by itself: it lets requests in flight
+    // finish and stops its upstreams, then exits 0.
+    let serving = matches!(
+        &cli.command,
+        Command::Gateway(GatewayArgs {
+            command: GatewayCommand::Serve(_)
+        })
+    );
     let command = async {
         match cli.command {
             Command::Audit(args) => (args.json, audit(args).await),
             Command::Lint(args) => (args.json, lint(args).await),
             Command::Pin(args) => (false, pin(args).await),
             Command::Verify(args) => (args.json, verify::run(args).await),
+            Command::Gateway(args) => (false, gateway::run(args).await),
         }
     };
-    let (json, result) = tokio::select! {
-        // Watch the signals before the command starts a server.
-        biased;
-        (name, number) = interrupted() => {
-            // Dropping the command's future dropped its session, which kills
-            // the server's process group.
-            let _ = writeln!(
-                anstream::stderr(),
-                "error: stopped by {name} (any server it started is stopped with it)"
-            );
-            return ExitCode::from(128 + number);
+    let (json, result) = if serving {
+        command.await
+    } else {
+        tokio::select! {
+            // Watch the signals before the command starts a server.
+            biased;
+            (name, number) = interrupted() => {
+                // Dropping the command's future dropped its session, which
+                // kills the server's process group.
+                let _ = writeln!(
+                    anstream::stderr(),
+                    "error: stopped by {name} (any server it started is stopped with it)"
+                );
+                return ExitCode::from(128 + number);
+            }
+            outcome = command => outcome,
         }
-        outcome = command => outcome,
     };
     match result {
         Ok(code) => ExitCode::from(code),

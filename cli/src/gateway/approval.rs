@@ -1,0 +1,1184 @@
+//! Calls held for an approver, and the lock of approved tool fingerprints
+//! (DESIGN.md, "Gateway words": parked call, drift).
+//!
+//! - [`Approvals`]: a `require_approval` rule (or a drifted tool) parks the
+//!   call with its exact arguments; `mcp-hints gateway approve|deny ID`
+//!   resolves it through the admin endpoint, or its rule's timeout does, by
+//!   the rule's `on_expiry`.
+//! - [`DriftLock`]: the approved fingerprints, in the `mcp-hints pin`
+//!   format ([`mcp_hints::fingerprint::Lock`]), by namespaced tool name. A
+//!   tool that is new or changed since approval is not callable until an
+//!   approver approves it; the refusal names what changed, in the words of
+//!   `mcp-hints audit --pinned`.
+//! - [`run_decide`]: the admin client behind `approve`, `deny` and
+//!   `pending`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use mcp_hints::collect::{ListedTool, ToolList};
+use mcp_hints::fingerprint::{Fingerprint, LOCK_VERSION, Lock, PinnedTool};
+use mcp_hints::{Hint, ToolHints};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::log::rfc3339;
+use crate::table::{Cell, render};
+use crate::text::shown;
+
+pub use super::config::LockConfig;
+pub use super::policy::Expiry;
+
+/// A call held for an approver: who asked for what, with the exact
+/// arguments that will be sent if it is approved. Serialised (for the
+/// admin endpoint's `GET /pending`) with its times in RFC 3339.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Parked {
+    /// The call's id (a v4 UUID), the one its audit entries carry; what
+    /// `mcp-hints gateway approve ID` names.
+    pub id: String,
+    /// The principal that made the call.
+    pub principal: String,
+    /// The upstream's name.
+    pub upstream: String,
+    /// The tool's name as the upstream serves it.
+    pub tool: String,
+    /// The arguments, exactly as they will be forwarded.
+    pub arguments: Map<String, Value>,
+    /// When it was parked.
+    #[serde(with = "rfc3339")]
+    pub parked_at: SystemTime,
+    /// When it expires: set by [`Approvals::park`] to `parked_at` plus the
+    /// timeout.
+    #[serde(with = "rfc3339")]
+    pub expires_at: SystemTime,
+    /// Why it waits, for the approver: the rule that fired, or what drifted.
+    pub reason: String,
+}
+
+/// How a parked call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// An approver approved it: the call goes on.
+    Approved {
+        /// Who, as the admin request said.
+        by: String,
+    },
+    /// An approver denied it: the call is refused.
+    Denied {
+        /// Who, as the admin request said (`gateway` when the gateway
+        /// itself refused: a duplicate id).
+        by: String,
+    },
+    /// Nobody answered in time; `decision` is the rule's `on_expiry`.
+    Expired {
+        /// What the call became.
+        decision: Expiry,
+    },
+}
+
+impl Resolution {
+    /// Whether the call goes on: approved, or expired with `on_expiry =
+    /// "approve"`.
+    pub fn proceeds(&self) -> bool {
+        matches!(
+            self,
+            Resolution::Approved { .. }
+                | Resolution::Expired {
+                    decision: Expiry::Approve
+                }
+        )
+    }
+
+    /// The audit log's `decision` for it: `approved`, `denied` or
+    /// `expired`.
+    pub fn decision(&self) -> &'static str {
+        match self {
+            Resolution::Approved { .. } => "approved",
+            Resolution::Denied { .. } => "denied",
+            Resolution::Expired { .. } => "expired",
+        }
+    }
+}
+
+/// Why an approver's decision was not taken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    /// No call with this id is parked: never parked, decided already,
+    /// expired, or its client went away. The admin endpoint answers 404.
+    #[error("no parked call `{id}`: it was never parked, or was decided, expired or abandoned")]
+    UnknownId {
+        /// The id asked for.
+        id: String,
+    },
+}
+
+/// The parked calls. Cloning shares them (one set per gateway).
+///
+/// Each call waits on a oneshot channel whose sender sits in a map with the
+/// call, under a mutex that is never held across an await: an approver's
+/// decision, the timeout and the client going away each take the call out
+/// of the map exactly once, so a call is resolved once, and the id of a
+/// resolved call is unknown from then on.
+#[derive(Clone, Debug, Default)]
+pub struct Approvals {
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    call: Parked,
+    resolve: oneshot::Sender<Resolution>,
+}
+
+/// Takes the call out of the map when `park`'s future ends or is dropped,
+/// so a call whose client went away is not left for an approver.
+struct Unpark<'a> {
+    approvals: &'a Approvals,
+    id: &'a str,
+}
+
+impl Drop for Unpark<'_> {
+    fn drop(&mut self) {
+        self.approvals.map().remove(self.id);
+    }
+}
+
+impl Approvals {
+    /// No parked calls.
+    pub fn new() -> Approvals {
+        Approvals::default()
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
+        // The map is consistent between statements: a panic elsewhere
+        // while holding it leaves nothing half done.
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Parks `call` and waits until an approver approves or denies it, or
+    /// `timeout` passes (on tokio's clock): then it is
+    /// [`Resolution::Expired`] with `on_expiry`. Sets `call.expires_at` to
+    /// `call.parked_at + timeout`.
+    ///
+    /// Dropping the future (the client went away) takes the call out of
+    /// [`pending`](Approvals::pending); approving it then is
+    /// [`ApprovalError::UnknownId`]. A call whose id is parked already is
+    /// [`Resolution::Denied`] by `gateway` at once: ids are fresh UUIDs, so
+    /// that is a bug, and refusing is the safe side of it.
+    pub async fn park(&self, mut call: Parked, timeout: Duration, on_expiry: Expiry) -> Resolution {
+        call.expires_at = call.parked_at + timeout;
+        let id = call.id.clone();
+        let (resolve, mut resolved) = oneshot::channel();
+        {
+            let mut map = self.map();
+            if map.contains_key(&id) {
+                return Resolution::Denied {
+                    by: "gateway (a call with this id is parked already)".to_owned(),
+                };
+            }
+            map.insert(id.clone(), Waiting { call, resolve });
+        }
+        let _unpark = Unpark {
+            approvals: self,
+            id: &id,
+        };
+        match tokio::time::timeout(timeout, &mut resolved).await {
+            Ok(Ok(resolution)) => resolution,
+            // The sender is only dropped unsent when the call leaves the
+            // map without a decision, which only `Unpark` does: refuse.
+            Ok(Err(_)) => Resolution::Denied {
+                by: "gateway (the parked call was dropped)".to_owned(),
+            },
+            Err(_elapsed) => {
+                let mut map = self.map();
+                if map.remove(&id).is_some() {
+                    Resolution::Expired {
+                        decision: on_expiry,
+                    }
+                } else {
+                    // An approver took it at the same moment, and sent
+                    // their decision while holding the map.
+                    drop(map);
+                    resolved.try_recv().unwrap_or(Resolution::Expired {
+                        decision: on_expiry,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Approves the parked call `id`: its [`park`](Approvals::park) returns
+    /// [`Resolution::Approved`] by `by`.
+    ///
+    /// # Errors
+    ///
+    /// [`ApprovalError::UnknownId`] when no call `id` is parked (decided
+    /// already, expired, abandoned, or never parked).
+    pub fn approve(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
+        self.resolve(id, Resolution::Approved { by: by.to_owned() })
+    }
+
+    /// Denies the parked call `id`: its [`park`](Approvals::park) returns
+    /// [`Resolution::Denied`] by `by`.
+    ///
+    /// # Errors
+    ///
+    /// As [`approve`](Approvals::approve).
+    pub fn deny(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
+        self.resolve(id, Resolution::Denied { by: by.to_owned() })
+    }
+
+    fn resolve(&self, id: &str, resolution: Resolution) -> Result<(), ApprovalError> {
+        let unknown = || ApprovalError::UnknownId { id: id.to_owned() };
+        let mut map = self.map();
+        let waiting = map.remove(id).ok_or_else(unknown)?;
+        // Sent under the lock, so an expiry that finds the call gone finds
+        // the decision sent. A receiver already gone is a client gone.
+        waiting.resolve.send(resolution).map_err(|_| unknown())
+    }
+
+    /// The parked calls, oldest first (then by id).
+    pub fn pending(&self) -> Vec<Parked> {
+        let mut calls: Vec<Parked> = self
+            .map()
+            .values()
+            .map(|waiting| waiting.call.clone())
+            .collect();
+        calls.sort_by(|a, b| (a.parked_at, &a.id).cmp(&(b.parked_at, &b.id)));
+        calls
+    }
+}
+
+/// How a tool stands against the [`DriftLock`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Drift {
+    /// Its fingerprint is the approved one.
+    Approved,
+    /// The lock has no tool of this name.
+    New,
+    /// Its definition differs from the approved one.
+    Changed {
+        /// What changed, in the words of `mcp-hints audit --pinned`: each
+        /// part by wire name (`"description"`, `"annotations"`; just
+        /// `"definition"` when no part can be named), then each hint whose
+        /// value changed (`"readOnlyHint false -> true"`).
+        what: Vec<String>,
+    },
+}
+
+impl fmt::Display for Drift {
+    /// `approved`, `new since the lock was approved`, or `changed since
+    /// approval (description, annotations; readOnlyHint false -> true)`,
+    /// the parts and hints as `audit --pinned` joins them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Drift::Approved => f.write_str("approved"),
+            Drift::New => f.write_str("new since the lock was approved"),
+            Drift::Changed { what } => {
+                // A part is a wire name; only a hint's item has an arrow.
+                let (hints, parts): (Vec<&String>, Vec<&String>) =
+                    what.iter().partition(|item| item.contains(" -> "));
+                let join = |items: Vec<&String>| {
+                    items
+                        .iter()
+                        .map(|item| item.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                write!(f, "changed since approval ({}", join(parts))?;
+                if !hints.is_empty() {
+                    write!(f, "; {}", join(hints))?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// The approved tool fingerprints, kept in a file in the `mcp-hints pin`
+/// format ([`Lock`]), keyed by namespaced tool name (`UPSTREAM__TOOL`), so
+/// `mcp-hints audit --pinned` reads it too.
+#[derive(Clone, Debug)]
+pub struct DriftLock {
+    path: PathBuf,
+    lock: Lock,
+}
+
+impl DriftLock {
+    /// Reads the lock at `config.path`; a file that does not exist is an
+    /// empty lock (nothing approved yet).
+    ///
+    /// # Errors
+    ///
+    /// A message naming the file: unreadable, not a lock, or another
+    /// version of the format.
+    pub fn load(config: &LockConfig) -> Result<DriftLock, String> {
+        let path = &config.path;
+        let lock = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                Lock::from_json(&text).map_err(|error| format!("{}: {error}", path.display()))?
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Lock {
+                version: LOCK_VERSION,
+                tools: BTreeMap::new(),
+            },
+            Err(error) => return Err(format!("{}: {error}", path.display())),
+        };
+        Ok(DriftLock {
+            path: path.clone(),
+            lock,
+        })
+    }
+
+    /// The lock as held (and, after each approval, as on disk).
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// The [`PinnedTool`] of one tool definition from an upstream's
+    /// `tools/list` (its fingerprint, and its annotations as served), for
+    /// [`check`](DriftLock::check) and [`approve`](DriftLock::approve).
+    pub fn pinned(definition: &Map<String, Value>) -> PinnedTool {
+        PinnedTool {
+            fingerprint: Fingerprint::of_definition(definition),
+            annotations: definition
+                .get("annotations")
+                .filter(|annotations| !annotations.is_null())
+                .cloned(),
+        }
+    }
+
+    /// How the tool served as `namespaced`, now `tool`, stands against the
+    /// lock.
+    pub fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
+        let Some(approved) = self.lock.tools.get(namespaced) else {
+            return Drift::New;
+        };
+        if approved.fingerprint.definition == tool.fingerprint.definition {
+            return Drift::Approved;
+        }
+        Drift::Changed {
+            what: what_changed(namespaced, approved, tool),
+        }
+    }
+
+    /// Approves `tool` as `namespaced`: the lock file is written with it
+    /// (to a temporary file in the same directory, synced, then renamed
+    /// over the lock, so a reader or a crash sees the old lock or the new
+    /// one, never part of one), and only then is the lock held here
+    /// changed.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the file when it cannot be written; the lock held
+    /// here is unchanged.
+    pub fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), String> {
+        let mut next = self.lock.clone();
+        next.tools.insert(namespaced.to_owned(), tool);
+        write_atomically(&self.path, next.to_json().as_bytes())
+            .map_err(|error| format!("{}: cannot write the lock: {error}", self.path.display()))?;
+        self.lock = next;
+        Ok(())
+    }
+}
+
+/// What changed between the approved and the current tool, found by the
+/// library's own lock comparison ([`Lock::diff`], the one behind `audit
+/// --pinned`) on a list of this one tool, and worded as `audit --pinned`
+/// words it (`audit::what_changed`, which keeps the parts and hints joined
+/// in one string; the two can share one function once it returns the
+/// items).
+fn what_changed(namespaced: &str, approved: &PinnedTool, now: &PinnedTool) -> Vec<String> {
+    let then = Lock {
+        version: LOCK_VERSION,
+        tools: BTreeMap::from([(namespaced.to_owned(), approved.clone())]),
+    };
+    let parts_only = || {
+        approved
+            .fingerprint
+            .changed_parts(&now.fingerprint)
+            .iter()
+            .map(|part| part.wire_name().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // Reading absent annotations cannot fail; the fallback names the parts.
+    let Ok(hints) = ToolHints::from_json(None, None) else {
+        return or_definition(parts_only());
+    };
+    let mut definition = Map::new();
+    if let Some(annotations) = &now.annotations {
+        definition.insert("annotations".to_owned(), annotations.clone());
+    }
+    let list = ToolList {
+        tools: vec![ListedTool {
+            name: namespaced.to_owned(),
+            page: 1,
+            title: None,
+            hints,
+            fingerprint: Some(now.fingerprint.clone()),
+            definition: Some(definition),
+            idempotency_key: None,
+        }],
+        pages: 1,
+        page_fields: Vec::new(),
+    };
+    let Some(changed) = then
+        .diff(&list)
+        .ok()
+        .and_then(|drift| drift.changed.into_iter().next())
+    else {
+        return or_definition(parts_only());
+    };
+    let mut what: Vec<String> = changed
+        .parts
+        .iter()
+        .map(|part| part.wire_name().to_owned())
+        .collect();
+    what = or_definition(what);
+    what.extend(
+        changed
+            .hints
+            .iter()
+            .map(|(hint, then, now): &(Hint, bool, bool)| {
+                format!("{} {then} -> {now}", hint.wire_name())
+            }),
+    );
+    what
+}
+
+/// `parts`, or `["definition"]` when none could be named (as `audit
+/// --pinned` says).
+fn or_definition(parts: Vec<String>) -> Vec<String> {
+    if parts.is_empty() {
+        vec!["definition".to_owned()]
+    } else {
+        parts
+    }
+}
+
+/// Writes `bytes` to `path` by way of a temporary file beside it, synced
+/// and renamed over `path`, then syncs the directory so the rename itself
+/// survives a crash. The temporary file is removed on failure.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
+    })?;
+    let mut temporary_name = std::ffi::OsString::from(".");
+    temporary_name.push(name);
+    temporary_name.push(format!(".{}.tmp", unique_suffix()));
+    let temporary = directory.join(temporary_name);
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+        return written;
+    }
+    #[cfg(unix)]
+    std::fs::File::open(directory)?.sync_all()?;
+    Ok(())
+}
+
+/// A name part no other writer picks: the process id and a counter. Two
+/// gateways sharing one lock file would still race on its contents, which
+/// is why one lock belongs to one gateway.
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// What `mcp-hints gateway approve|deny|pending` asks the admin endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decide {
+    /// `POST /approve/{id}`.
+    Approve,
+    /// `POST /deny/{id}`.
+    Deny,
+    /// `GET /pending`.
+    Pending,
+}
+
+/// The environment variable `approve`, `deny` and `pending` read the admin
+/// token from.
+pub const ADMIN_TOKEN_ENV: &str = "MCP_GATEWAY_ADMIN_TOKEN";
+
+/// The body of `POST /approve/{id}` and `POST /deny/{id}`: `{"by":
+/// "NAME"}`, the approver's login name as the client knows it (`$USER`).
+/// The admin token is what authenticates; `by` is only recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecideRequest {
+    /// Who decided, for the log; absent means `admin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// The most bytes of an admin endpoint's answer that are read.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// How long the admin client waits for the endpoint: 30 seconds.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `mcp-hints gateway approve ID`, `deny ID` and `pending`: sends the
+/// request to the gateway's admin endpoint at `admin_url` (its base, e.g.
+/// `http://127.0.0.1:8788`) with `Authorization: Bearer` and the token from
+/// `$MCP_GATEWAY_ADMIN_TOKEN`, and prints the result: `approved ID`,
+/// `denied ID`, or a table of the parked calls with their arguments.
+/// Returns exit status 0.
+///
+/// The endpoint's side: `GET /pending` answers 200 with `{"pending":
+/// [Parked, ...]}` ([`Parked`] serialised; a bare array is read too);
+/// `POST /approve/{id}` and `POST /deny/{id}` take a [`DecideRequest`] and
+/// answer 200 (any JSON body), 404 for an [`ApprovalError::UnknownId`], and
+/// every route 401 without the admin token.
+///
+/// # Errors
+///
+/// A message (exit status 2): no token in the environment, no or a bad
+/// `ID` for approve and deny, a URL that is not http(s), an endpoint that
+/// cannot be reached, 401 (a wrong token), 404 (no such parked call, or no
+/// admin endpoint at the URL), any other status, or an answer that is not
+/// the shape above.
+pub async fn run_decide(action: Decide, id: Option<&str>, admin_url: &str) -> Result<u8, String> {
+    let token = std::env::var(ADMIN_TOKEN_ENV).unwrap_or_default();
+    if token.is_empty() {
+        return Err(format!(
+            "set {ADMIN_TOKEN_ENV} to the gateway's admin token (its `[admin]` token)"
+        ));
+    }
+    let by = std::env::var("USER").ok().filter(|user| !user.is_empty());
+    let out = decide(action, id, admin_url, &token, by).await?;
+    let mut stdout = anstream::stdout();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // The reader went away (`| head`): the decision is taken anyway.
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write the result: {error}"))
+        }
+        _ => Ok(0),
+    }
+}
+
+/// [`run_decide`] with its token and approver given: the text to print.
+async fn decide(
+    action: Decide,
+    id: Option<&str>,
+    admin_url: &str,
+    token: &str,
+    by: Option<String>,
+) -> Result<String, String> {
+    let base = reqwest::Url::parse(admin_url)
+        .map_err(|error| format!("--admin `{}`: not a URL: {error}", shown(admin_url)))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(format!(
+            "--admin `{}`: the scheme is `{}`, expected http or https",
+            shown(admin_url),
+            shown(base.scheme())
+        ));
+    }
+    let id = match (action, id) {
+        (Decide::Pending, _) => None,
+        (_, None) => return Err("give the ID of the parked call (see `pending`)".to_owned()),
+        (_, Some(id)) if valid_id(id) => Some(id),
+        (_, Some(id)) => {
+            return Err(format!(
+                "`{}` is not a call id: ids are letters, digits and `-` (see `pending`)",
+                shown(id)
+            ));
+        }
+    };
+    let route = match (action, id) {
+        (Decide::Approve, Some(id)) => format!("approve/{id}"),
+        (Decide::Deny, Some(id)) => format!("deny/{id}"),
+        _ => "pending".to_owned(),
+    };
+    let mut url = base.clone();
+    // The routes sit under the URL's path: `http://h/admin` gives
+    // `http://h/admin/pending`.
+    let path = format!("{}/{route}", base.path().trim_end_matches('/'));
+    url.set_path(&path);
+
+    // reqwest is built without a default crypto provider (see
+    // src/live/http.rs); install ring's unless one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .user_agent(concat!("mcp-hints/", env!("CARGO_PKG_VERSION")))
+        .timeout(ADMIN_TIMEOUT)
+        // A redirect would take the admin token to whatever host it names.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| format!("cannot set up an HTTP client: {error}"))?;
+    let request = match action {
+        Decide::Pending => client.get(url.clone()),
+        Decide::Approve | Decide::Deny => client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(json!(DecideRequest { by }).to_string()),
+    };
+    let mut response = request
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|error| format!("cannot reach the admin endpoint {url}: {error}"))?;
+    let status = response.status();
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| format!("{url}: the answer broke off: {error}"))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(format!(
+                "{url}: the answer is over {MAX_ANSWER_BYTES} bytes"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    match status.as_u16() {
+        200..=299 => {}
+        401 => {
+            return Err(format!(
+                "{url}: 401 Unauthorized: the admin endpoint refused the token in \
+                 {ADMIN_TOKEN_ENV}"
+            ));
+        }
+        404 => {
+            return Err(match id {
+                Some(id) => format!(
+                    "{url}: 404: no parked call `{id}`: it was decided, expired or abandoned \
+                     already, or never parked (see `pending`)"
+                ),
+                None => format!("{url}: 404: no admin endpoint here"),
+            });
+        }
+        _ => {
+            return Err(format!(
+                "{url}: {status}: {}",
+                shown(String::from_utf8_lossy(&body).trim())
+            ));
+        }
+    }
+    match (action, id) {
+        (Decide::Approve, Some(id)) => Ok(format!("approved {id}\n")),
+        (Decide::Deny, Some(id)) => Ok(format!("denied {id}\n")),
+        _ => {
+            let answer: Value = serde_json::from_slice(&body)
+                .map_err(|error| format!("{url}: the answer is not JSON: {error}"))?;
+            let list = match answer {
+                Value::Object(mut object) => object.remove("pending").unwrap_or(Value::Null),
+                other => other,
+            };
+            let calls: Vec<Parked> = serde_json::from_value(list)
+                .map_err(|error| format!("{url}: not a list of parked calls: {error}"))?;
+            Ok(pending_text(&calls))
+        }
+    }
+}
+
+/// A call id as the gateway makes them (a UUID), kept to what is safe in a
+/// URL path.
+fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The parked calls as a table, every field escaped and cut (by [`Cell`]).
+fn pending_text(calls: &[Parked]) -> String {
+    if calls.is_empty() {
+        return "no parked calls\n".to_owned();
+    }
+    let rows: Vec<Vec<Cell>> = calls
+        .iter()
+        .map(|call| {
+            vec![
+                Cell::plain(&call.id),
+                Cell::plain(&call.principal),
+                Cell::plain(&call.upstream),
+                Cell::plain(&call.tool),
+                Cell::plain(&rfc3339::format(call.expires_at)),
+                Cell::plain(&call.reason),
+                Cell::plain(&Value::Object(call.arguments.clone()).to_string()),
+            ]
+        })
+        .collect();
+    let mut out = render(
+        &[
+            "ID",
+            "PRINCIPAL",
+            "UPSTREAM",
+            "TOOL",
+            "EXPIRES",
+            "REASON",
+            "ARGUMENTS",
+        ],
+        &rows,
+    );
+    out.push_str(&format!(
+        "{} parked\n",
+        crate::text::count(calls.len(), "call", "calls")
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn call(id: &str, parked_at: u64) -> Parked {
+        Parked {
+            id: id.to_owned(),
+            principal: "alice".to_owned(),
+            upstream: "memory".to_owned(),
+            tool: "delete_entities".to_owned(),
+            arguments: json!({ "entityNames": ["a", "b"] })
+                .as_object()
+                .unwrap()
+                .clone(),
+            parked_at: UNIX_EPOCH + Duration::from_secs(parked_at),
+            expires_at: UNIX_EPOCH,
+            reason: "rule[1] (require_approval *delete*)".to_owned(),
+        }
+    }
+
+    /// Waits (on tokio's clock, without advancing it much) until `id` is
+    /// parked.
+    async fn parked(approvals: &Approvals, id: &str) {
+        while !approvals.pending().iter().any(|call| call.id == id) {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_approved_call_proceeds_and_its_id_is_then_unknown() {
+        let approvals = Approvals::new();
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move {
+                approvals
+                    .park(call("c1", 100), Duration::from_secs(300), Expiry::Deny)
+                    .await
+            }
+        });
+        parked(&approvals, "c1").await;
+        let pending = approvals.pending();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].expires_at, UNIX_EPOCH + Duration::from_secs(400));
+        approvals.approve("c1", "carol").unwrap();
+        let resolution = waiting.await.unwrap();
+        assert_eq!(resolution, Resolution::Approved { by: "carol".into() });
+        assert!(resolution.proceeds());
+        assert_eq!(resolution.decision(), "approved");
+        assert!(approvals.pending().is_empty());
+        assert_eq!(
+            approvals.approve("c1", "carol"),
+            Err(ApprovalError::UnknownId { id: "c1".into() })
+        );
+        assert_eq!(
+            approvals.deny("c1", "carol"),
+            Err(ApprovalError::UnknownId { id: "c1".into() })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_denied_call_is_refused() {
+        let approvals = Approvals::new();
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move {
+                approvals
+                    .park(call("c2", 0), Duration::from_secs(60), Expiry::Approve)
+                    .await
+            }
+        });
+        parked(&approvals, "c2").await;
+        approvals.deny("c2", "dave").unwrap();
+        let resolution = waiting.await.unwrap();
+        assert_eq!(resolution, Resolution::Denied { by: "dave".into() });
+        assert!(!resolution.proceeds());
+        assert_eq!(resolution.decision(), "denied");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_call_expires_by_its_rule() {
+        let approvals = Approvals::new();
+        let started = tokio::time::Instant::now();
+        let denied = approvals
+            .park(call("c3", 0), Duration::from_secs(300), Expiry::Deny)
+            .await;
+        assert_eq!(
+            denied,
+            Resolution::Expired {
+                decision: Expiry::Deny
+            }
+        );
+        assert!(!denied.proceeds());
+        assert_eq!(started.elapsed(), Duration::from_secs(300));
+        let approved = approvals
+            .park(call("c4", 0), Duration::from_secs(5), Expiry::Approve)
+            .await;
+        assert!(approved.proceeds());
+        assert_eq!(approved.decision(), "expired");
+        assert!(approvals.pending().is_empty());
+        assert!(matches!(
+            approvals.approve("c3", "late"),
+            Err(ApprovalError::UnknownId { .. })
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unknown_ids_and_abandoned_calls_cannot_be_decided() {
+        let approvals = Approvals::new();
+        assert_eq!(
+            approvals.approve("nope", "x").unwrap_err().to_string(),
+            "no parked call `nope`: it was never parked, or was decided, expired or abandoned"
+        );
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move {
+                approvals
+                    .park(call("gone", 0), Duration::from_secs(300), Expiry::Approve)
+                    .await
+            }
+        });
+        parked(&approvals, "gone").await;
+        // The client went away: its request's future is dropped.
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        assert!(approvals.pending().is_empty());
+        assert!(approvals.approve("gone", "x").is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pending_lists_every_parked_call_oldest_first_with_its_arguments() {
+        let approvals = Approvals::new();
+        let mut tasks = Vec::new();
+        for (id, at) in [("b", 20), ("a", 30), ("c", 10)] {
+            let approvals = approvals.clone();
+            tasks.push(tokio::spawn(async move {
+                approvals
+                    .park(call(id, at), Duration::from_secs(60), Expiry::Deny)
+                    .await
+            }));
+        }
+        for id in ["a", "b", "c"] {
+            parked(&approvals, id).await;
+        }
+        let pending = approvals.pending();
+        let ids: Vec<&str> = pending.iter().map(|call| call.id.as_str()).collect();
+        assert_eq!(ids, ["c", "b", "a"]);
+        assert_eq!(
+            Value::Object(pending[0].arguments.clone()),
+            json!({ "entityNames": ["a", "b"] })
+        );
+        // A duplicate id is refused at once, and the first call stays.
+        let duplicate = approvals
+            .park(call("a", 0), Duration::from_secs(60), Expiry::Approve)
+            .await;
+        assert!(!duplicate.proceeds());
+        assert_eq!(approvals.pending().len(), 3);
+        // The admin endpoint's JSON, and its table.
+        let wire = serde_json::to_value(&pending[0]).unwrap();
+        assert_eq!(wire["parked_at"], "1970-01-01T00:00:10.000Z");
+        assert_eq!(wire["expires_at"], "1970-01-01T00:01:10.000Z");
+        let back: Parked = serde_json::from_value(wire).unwrap();
+        assert_eq!(back, pending[0]);
+        let text = pending_text(&pending);
+        assert!(text.lines().nth(1).unwrap().starts_with("c  "), "{text}");
+        assert!(text.contains(r#"{"entityNames":["a","b"]}"#), "{text}");
+        assert!(text.ends_with("3 calls parked\n"), "{text}");
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let path = std::env::temp_dir().join(format!(
+                "mcp-hints-approval-{name}-{}-{nanos}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn definition(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn drift_new_changed_and_approved_with_the_lock_written_atomically() {
+        let scratch = Scratch::new("drift");
+        let config = LockConfig {
+            path: scratch.0.join("gateway.lock"),
+            deny_drift: true,
+        };
+        // No file yet: nothing is approved.
+        let mut lock = DriftLock::load(&config).unwrap();
+        assert!(lock.lock().tools.is_empty());
+        let v1 = DriftLock::pinned(&definition(json!({
+            "name": "delete_entities", "description": "Delete entities",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": false, "destructiveHint": true},
+        })));
+        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::New);
+        lock.approve("memory__delete_entities", v1.clone()).unwrap();
+        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::Approved);
+
+        // On disk: the pin format, read by the library's own parser, and no
+        // temporary file left beside it.
+        let text = std::fs::read_to_string(&config.path).unwrap();
+        let on_disk = Lock::from_json(&text).unwrap();
+        assert_eq!(&on_disk, lock.lock());
+        assert_eq!(text, on_disk.to_json());
+        assert_eq!(
+            on_disk.tools["memory__delete_entities"].annotations,
+            Some(json!({"readOnlyHint": false, "destructiveHint": true}))
+        );
+        let names: Vec<_> = std::fs::read_dir(&scratch.0)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["gateway.lock"]);
+
+        // Read back by a new gateway.
+        let lock = DriftLock::load(&config).unwrap();
+        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::Approved);
+
+        // A changed description and hint are named as `audit --pinned`
+        // names them.
+        let v2 = DriftLock::pinned(&definition(json!({
+            "name": "delete_entities", "description": "Delete entities, quietly",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true, "destructiveHint": true},
+        })));
+        let drift = lock.check("memory__delete_entities", &v2);
+        assert_eq!(
+            drift,
+            Drift::Changed {
+                what: vec![
+                    "description".into(),
+                    "annotations".into(),
+                    "readOnlyHint false -> true".into()
+                ]
+            }
+        );
+        assert_eq!(
+            drift.to_string(),
+            "changed since approval (description, annotations; readOnlyHint false -> true)"
+        );
+        // Key order and `null` annotations change nothing.
+        let same = DriftLock::pinned(&definition(json!({
+            "annotations": {"destructiveHint": true, "readOnlyHint": false, "title": null},
+            "inputSchema": {"type": "object"},
+            "description": "Delete entities", "name": "delete_entities",
+        })));
+        assert_eq!(
+            lock.check("memory__delete_entities", &same),
+            Drift::Approved
+        );
+    }
+
+    #[test]
+    fn a_lock_that_cannot_be_written_or_read_is_an_error_naming_it() {
+        let scratch = Scratch::new("lock-errors");
+        let config = LockConfig {
+            path: scratch.0.join("missing-dir/gateway.lock"),
+            deny_drift: true,
+        };
+        let mut lock = DriftLock::load(&config).unwrap();
+        let tool = DriftLock::pinned(&definition(json!({"name": "t"})));
+        let error = lock.approve("u__t", tool.clone()).unwrap_err();
+        assert!(
+            error.contains("missing-dir/gateway.lock: cannot write the lock"),
+            "{error}"
+        );
+        // Nothing approved that is not on disk.
+        assert_eq!(lock.check("u__t", &tool), Drift::New);
+
+        let bad = LockConfig {
+            path: scratch.0.join("bad.lock"),
+            deny_drift: true,
+        };
+        std::fs::write(&bad.path, "{\"mcpHintsLock\": 7, \"tools\": {}}").unwrap();
+        let error = DriftLock::load(&bad).unwrap_err();
+        assert!(
+            error.ends_with("bad.lock: lock version 7 is not supported (this version reads 1)"),
+            "{error}"
+        );
+    }
+
+    /// Serves one HTTP request on a local port with `status` and `body`,
+    /// and hands back the request's text.
+    async fn one_answer(status: &str, body: &str) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let answer = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0; 4096];
+            // Headers, then the body its content-length announces.
+            loop {
+                let n = stream.read(&mut buffer).await.unwrap();
+                request.extend_from_slice(&buffer[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length: "))
+                        .map_or(0, |n| n.trim().parse::<usize>().unwrap());
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (url, served)
+    }
+
+    #[tokio::test]
+    async fn the_admin_client_sends_the_token_and_prints_the_answer() {
+        let (url, served) = one_answer("200 OK", "{}").await;
+        let out = decide(
+            Decide::Approve,
+            Some("c-1"),
+            &url,
+            "s3cret",
+            Some("carol".into()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "approved c-1\n");
+        let request = served.await.unwrap();
+        assert!(
+            request.starts_with("POST /approve/c-1 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.contains("authorization: Bearer s3cret\r\n"),
+            "{request}"
+        );
+        assert!(request.ends_with(r#"{"by":"carol"}"#), "{request}");
+
+        let listed = json!({ "pending": [serde_json::to_value(call("c-2", 0)).unwrap()] });
+        let (url, served) = one_answer("200 OK", &listed.to_string()).await;
+        let out = decide(
+            Decide::Pending,
+            None,
+            &format!("{url}/admin/"),
+            "s3cret",
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(
+            served
+                .await
+                .unwrap()
+                .starts_with("GET /admin/pending HTTP/1.1\r\n")
+        );
+        assert!(
+            out.contains("c-2") && out.ends_with("1 call parked\n"),
+            "{out}"
+        );
+
+        let (url, _served) = one_answer("200 OK", "[]").await;
+        let out = decide(Decide::Pending, None, &url, "s3cret", None)
+            .await
+            .unwrap();
+        assert_eq!(out, "no parked calls\n");
+    }
+
+    #[tokio::test]
+    async fn the_admin_client_names_401_404_and_bad_input() {
+        let (url, _served) = one_answer("401 Unauthorized", "").await;
+        let error = decide(Decide::Deny, Some("c-1"), &url, "wrong", None)
+            .await
+            .unwrap_err();
+        assert!(
+            error.contains(
+                "401 Unauthorized: the admin endpoint refused the token in MCP_GATEWAY_ADMIN_TOKEN"
+            ),
+            "{error}"
+        );
+        let (url, _served) = one_answer("404 Not Found", "").await;
+        let error = decide(Decide::Approve, Some("c-9"), &url, "t", None)
+            .await
+            .unwrap_err();
+        assert!(error.contains("404: no parked call `c-9`"), "{error}");
+        let (url, _served) = one_answer("500 Internal Server Error", "boom\u{1b}[2J").await;
+        let error = decide(Decide::Pending, None, &url, "t", None)
+            .await
+            .unwrap_err();
+        assert!(
+            error.ends_with("500 Internal Server Error: boom\\u{1b}[2J"),
+            "{error}"
+        );
+
+        let error = decide(Decide::Approve, None, "http://127.0.0.1:1", "t", None)
+            .await
+            .unwrap_err();
+        assert_eq!(error, "give the ID of the parked call (see `pending`)");
+        let error = decide(
+            Decide::Approve,
+            Some("../pending"),
+            "http://127.0.0.1:1",
+            "t",
+            None,
+        )
+        .await
+        .unwrap_err();
+        assert!(error.contains("is not a call id"), "{error}");
+        let error = decide(Decide::Pending, None, "ftp://host", "t", None)
+            .await
+            .unwrap_err();
+        assert!(error.contains("expected http or https"), "{error}");
+    }
+}

@@ -1,0 +1,1282 @@
+//! What the gateway's clients talk to: an rmcp [`ServerHandler`] serving
+//! every upstream's tools, namespaced, with all four hints explicit; its
+//! streamable HTTP endpoint (Origin and Host checked by
+//! [`HttpGuard`], bearer tokens mapped to principals) and its stdio
+//! endpoint (principal `local`); and the admin endpoint where approvers
+//! see and decide parked calls.
+//!
+//! # A call, in order
+//!
+//! [`Front::call_tool`] reads as the request path: the name is split (an
+//! unknown one is a JSON-RPC invalid-params error naming it); the tool's
+//! fingerprint is checked against the drift lock; the policy decides; the
+//! `decided` audit entry is written, and only then does anything go on (a
+//! log that cannot be written refuses the call, with nothing forwarded);
+//! a refusal is a tool error naming the rule; a call that needs approval
+//! is parked until an approver decides or it expires; the call goes
+//! through the upstream's replay-safe client; a lost response that was not
+//! resent comes back as a tool error saying delivery is unknown, the
+//! attempts, and what to read back; the `finished` entry records the
+//! outcome and the attempts.
+//!
+//! # Hints on the way through
+//!
+//! Each listed tool carries all four hints explicitly, as the policy sees
+//! them (asserted > declared > defaulted), and their sources under
+//! [`PROVENANCE_META_KEY`] in its `_meta`: the format `#[tool]` writes
+//! (`"readOnlyHint": "declared"`, ...) with a third source, `"asserted"`.
+//!
+//! # Lifecycles
+//!
+//! rmcp answers both the `initialize` handshake and 2026-07-28's
+//! `server/discover`. A change of an upstream's tools reaches clients of
+//! the first as `notifications/tools/list_changed` on their session, and
+//! clients of the second on a `subscriptions/listen` stream that asked for
+//! `toolsListChanged`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use mcp_hints::client::{CallError, Outcome, ToolCall};
+use mcp_hints::fingerprint::PinnedTool;
+use mcp_hints::pagination::{PageSize, list_tools_page};
+use mcp_hints::wire::HttpGuard;
+use mcp_hints::{Hint, PROVENANCE_META_KEY, ToolHints};
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolution};
+use super::config::Config;
+use super::log::{self, AuditLog, Entry};
+use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
+use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
+use super::{check_names, defaults, namespaced, split};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The principal of an HTTP request, put in its extensions by the
+/// authentication layer once its bearer token matched a `[[client]]`.
+#[derive(Clone, Debug)]
+pub struct Principal(pub Arc<str>);
+
+/// One namespaced tool: where it goes and what the policy knows of it.
+struct Listed {
+    upstream: Arc<Upstream>,
+    /// The upstream's own name for it.
+    tool: String,
+    hints: EffectiveHints,
+    /// The upstream's definition's fingerprint and annotations, for the
+    /// drift lock.
+    pinned: PinnedTool,
+}
+
+/// The tools the gateway serves, as last built from the upstreams' lists.
+#[derive(Default)]
+struct Catalogue {
+    /// As clients see them: namespaced, all four hints explicit.
+    tools: Vec<Tool>,
+    by_name: HashMap<String, Arc<Listed>>,
+}
+
+impl Catalogue {
+    /// Builds the catalogue from every upstream's last known tools.
+    ///
+    /// # Errors
+    ///
+    /// Colliding or over-long namespaced names, every one named.
+    fn build(config: &Config, upstreams: &[Arc<Upstream>]) -> Result<Catalogue, String> {
+        let mut catalogue = Catalogue::default();
+        for upstream in upstreams {
+            let unavailable = upstream.unavailable();
+            for tool in upstream.tools().iter() {
+                let name = namespaced(&upstream.name, &tool.name);
+                let served = ToolHints::of(tool);
+                let hints = policy::effective_hints(config, &upstream.name, &tool.name, &served);
+                let definition = match serde_json::to_value(tool) {
+                    Ok(Value::Object(definition)) => definition,
+                    _ => Map::new(),
+                };
+                let pinned = DriftLock::pinned(&definition);
+                catalogue
+                    .tools
+                    .push(exposed(tool, &name, &hints, unavailable.as_deref()));
+                catalogue.by_name.insert(
+                    name,
+                    Arc::new(Listed {
+                        upstream: upstream.clone(),
+                        tool: tool.name.to_string(),
+                        hints,
+                        pinned,
+                    }),
+                );
+            }
+        }
+        check_names(catalogue.tools.iter().map(|tool| tool.name.as_ref()))?;
+        Ok(catalogue)
+    }
+}
+
+/// `tool` as the gateway's clients see it: named `name`, its four hints
+/// set to `hints`, their sources under [`PROVENANCE_META_KEY`], and, when
+/// its upstream is unavailable, the reason under [`UNAVAILABLE_META_KEY`].
+fn exposed(tool: &Tool, name: &str, hints: &EffectiveHints, unavailable: Option<&str>) -> Tool {
+    let mut tool = tool.clone();
+    tool.name = name.to_owned().into();
+    let mut annotations = match serde_json::to_value(&tool.annotations) {
+        Ok(Value::Object(annotations)) => annotations,
+        _ => Map::new(),
+    };
+    annotations.extend(hints.to_annotations());
+    // Every field came from a ToolAnnotations or is one of the four hints.
+    tool.annotations = serde_json::from_value::<ToolAnnotations>(Value::Object(annotations)).ok();
+    let sources: Map<String, Value> = Hint::ALL
+        .iter()
+        .map(|hint| {
+            let (_, source) = hints.get(*hint);
+            let source = serde_json::to_value(source).unwrap_or(Value::Null);
+            (hint.wire_name().to_owned(), source)
+        })
+        .collect();
+    let meta = tool.meta.get_or_insert_with(MetaObject::default);
+    meta.0
+        .insert(PROVENANCE_META_KEY.to_owned(), Value::Object(sources));
+    if let Some(reason) = unavailable {
+        meta.0
+            .insert(UNAVAILABLE_META_KEY.to_owned(), Value::from(reason));
+    }
+    tool
+}
+
+/// The serving gateway: its config, policy, log, approvals, upstreams and
+/// the tools it serves.
+pub struct Gateway {
+    config: Config,
+    policy: Policy,
+    log: AuditLog,
+    approvals: Approvals,
+    drift: Option<tokio::sync::Mutex<DriftLock>>,
+    upstreams: Vec<Arc<Upstream>>,
+    catalogue: RwLock<Arc<Catalogue>>,
+    /// Fires when the served list changed, for `subscriptions/listen`
+    /// streams.
+    changes: broadcast::Sender<()>,
+    /// Clients of the `initialize` lifecycle, told of changes on their
+    /// session.
+    sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// Upstream names, as each sends `notifications/tools/list_changed`.
+    changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+}
+
+impl Gateway {
+    /// Opens the log and the drift lock, connects every upstream, and
+    /// builds the served tool list.
+    ///
+    /// # Errors
+    ///
+    /// A log or lock that cannot be opened, or colliding tool names, both
+    /// named.
+    pub async fn start(config: Config) -> Result<Gateway, String> {
+        let log = AuditLog::open(&config.log.path).map_err(|error| error.to_string())?;
+        let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
+            Some(lock) => Some(tokio::sync::Mutex::new(DriftLock::load(lock)?)),
+            None => None,
+        };
+        let policy = Policy::new(&config);
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let upstreams = upstream::connect_all(&config, sender).await;
+        let catalogue = Catalogue::build(&config, &upstreams)
+            .map_err(|error| format!("{}: {error}", config.path.display()))?;
+        let unavailable = upstreams
+            .iter()
+            .filter(|upstream| upstream.unavailable().is_some())
+            .count();
+        eprintln!(
+            "gateway: {} from {} ({unavailable} unavailable)",
+            crate::text::count(catalogue.tools.len(), "tool", "tools"),
+            crate::text::count(upstreams.len(), "upstream", "upstreams"),
+        );
+        Ok(Gateway {
+            config,
+            policy,
+            log,
+            approvals: Approvals::new(),
+            drift,
+            upstreams,
+            catalogue: RwLock::new(Arc::new(catalogue)),
+            changes: broadcast::channel(16).0,
+            sessions: Mutex::new(Vec::new()),
+            changed: Mutex::new(Some(receiver)),
+        })
+    }
+
+    /// The config it was started with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The calls waiting for an approver.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Follows the upstreams' `notifications/tools/list_changed` in a task
+    /// of its own: the upstream's list is collected again, the served list
+    /// rebuilt, and every client told.
+    pub fn follow_list_changes(self: Arc<Self>) {
+        let receiver = self
+            .changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut receiver) = receiver else {
+            return;
+        };
+        tokio::spawn(async move {
+            while let Some(name) = receiver.recv().await {
+                let Some(upstream) = self.upstreams.iter().find(|u| u.name == name) else {
+                    continue;
+                };
+                if let Err(error) = upstream.refresh().await {
+                    eprintln!(
+                        "gateway: upstream `{name}` changed its tools, but they could not be \
+                         listed again: {}; the old list stays",
+                        crate::text::one_line(&error)
+                    );
+                    continue;
+                }
+                self.republish();
+            }
+        });
+    }
+
+    /// Tries the upstreams that could not be reached at start again, in a
+    /// task of its own, with pauses from [`defaults::RECONNECT_MIN`]
+    /// doubling to [`defaults::RECONNECT_MAX`]; each that answers has its
+    /// tools served from then on.
+    pub fn retry_unreachable(self: Arc<Self>) {
+        for upstream in self.upstreams.clone() {
+            if upstream.unavailable().is_none() {
+                continue;
+            }
+            let gateway = self.clone();
+            tokio::spawn(async move {
+                let mut pause = defaults::RECONNECT_MIN;
+                loop {
+                    tokio::time::sleep(pause).await;
+                    if upstream.closed() {
+                        return;
+                    }
+                    if upstream.reconnect().await {
+                        gateway.republish();
+                        return;
+                    }
+                    if upstream.client().is_ok() {
+                        return;
+                    }
+                    pause = (pause * 2).min(defaults::RECONNECT_MAX);
+                }
+            });
+        }
+    }
+
+    /// Rebuilds the served list from the upstreams' lists and tells every
+    /// client; a list whose names collide is not served (the old one
+    /// stays), and said on stderr.
+    fn republish(&self) {
+        match Catalogue::build(&self.config, &self.upstreams) {
+            Ok(catalogue) => {
+                *self
+                    .catalogue
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(catalogue);
+            }
+            Err(error) => {
+                eprintln!(
+                    "gateway: the changed tool list is not served, the old one stays: {}",
+                    crate::text::one_line(&error)
+                );
+                return;
+            }
+        }
+        // No listener is fine: no 2026-07-28 client is subscribed.
+        let _ = self.changes.send(());
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|peer| !peer.is_transport_closed());
+        for peer in sessions.iter() {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                // A session that went away is dropped at the next change.
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    /// Drops every upstream connection, which stops the stdio upstreams'
+    /// process groups.
+    pub fn close(&self) {
+        for upstream in &self.upstreams {
+            upstream.close();
+        }
+    }
+
+    /// Appends `entry` to the audit log.
+    async fn record(&self, entry: &Entry) -> Result<(), String> {
+        self.log
+            .record(entry)
+            .await
+            .map_err(|error| error.to_string())
+    }
+}
+
+/// The MCP server of one client connection: the gateway, and the principal
+/// of a stdio client (HTTP requests carry theirs).
+#[derive(Clone)]
+pub struct Front {
+    gateway: Arc<Gateway>,
+    principal: Option<Arc<str>>,
+}
+
+/// What every audit entry of one call shares.
+struct CallRecord {
+    id: String,
+    principal: String,
+    upstream: String,
+    tool: String,
+    hints: Value,
+    arguments_sha256: String,
+    arguments: Option<Value>,
+}
+
+impl CallRecord {
+    fn entry(
+        &self,
+        phase: &str,
+        decision: &str,
+        rule: Option<String>,
+        outcome: Option<&str>,
+        attempts: Option<u32>,
+    ) -> Entry {
+        Entry {
+            time: log::now(),
+            id: self.id.clone(),
+            principal: self.principal.clone(),
+            upstream: self.upstream.clone(),
+            tool: self.tool.clone(),
+            decision: decision.to_owned(),
+            rule,
+            hints: self.hints.clone(),
+            arguments_sha256: self.arguments_sha256.clone(),
+            arguments: self.arguments.clone(),
+            outcome: outcome.map(str::to_owned),
+            attempts,
+            phase: phase.to_owned(),
+        }
+    }
+}
+
+/// A tool error (`isError: true`) with `text`, and the gateway's decision
+/// under `_meta["mcp-hints/gateway"]` for programs.
+fn refusal(text: String, detail: Value) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    let mut meta = MetaObject::default();
+    meta.0.insert("mcp-hints/gateway".to_owned(), detail);
+    result.meta = Some(meta);
+    result
+}
+
+impl Front {
+    /// The server of one stdio client, principal `local`.
+    pub fn stdio(gateway: Arc<Gateway>) -> Front {
+        Front {
+            gateway,
+            principal: Some(Arc::from("local")),
+        }
+    }
+
+    /// The server of HTTP clients: each request's principal comes from its
+    /// bearer token.
+    pub fn http(gateway: Arc<Gateway>) -> Front {
+        Front {
+            gateway,
+            principal: None,
+        }
+    }
+
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Arc<str>> {
+        if let Some(principal) = &self.principal {
+            return Some(principal.clone());
+        }
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .map(|principal| principal.0.clone())
+    }
+
+    /// One `tools/call`, in the order the module documentation gives.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        principal: &str,
+    ) -> Result<CallToolResult, ErrorData> {
+        let gateway = &self.gateway;
+        let name = request.name.to_string();
+        let arguments = request.arguments.unwrap_or_default();
+        let catalogue = gateway.catalogue();
+        let Some(listed) = catalogue.by_name.get(&name).cloned() else {
+            // An upstream that never listed its tools: its calls are
+            // unavailable, not unknown.
+            if let Some((prefix, _)) = split(&name)
+                && let Some(upstream) = gateway.upstreams.iter().find(|u| u.name == prefix)
+                && let Some(reason) = upstream.unavailable()
+            {
+                return Ok(refusal(
+                    format!(
+                        "upstream `{prefix}` is unavailable ({}); its tools cannot be called \
+                         until it is reachable",
+                        crate::text::one_line(&reason)
+                    ),
+                    json!({ "outcome": "unavailable", "upstream": prefix }),
+                ));
+            }
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}`: the gateway serves `UPSTREAM__TOOL` names from tools/list",
+                    name.escape_debug()
+                ),
+                Some(json!({ "tool": name })),
+            ));
+        };
+        let record = CallRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            principal: principal.to_owned(),
+            upstream: listed.upstream.name.clone(),
+            tool: listed.tool.clone(),
+            hints: serde_json::to_value(&listed.hints).unwrap_or(Value::Null),
+            arguments_sha256: log::arguments_digest(&arguments),
+            arguments: gateway
+                .config
+                .log
+                .raw_arguments
+                .then(|| Value::Object(arguments.clone())),
+        };
+        if let Some(refused) = self.check_drift(&name, &listed, &record, &arguments).await {
+            return Ok(refused);
+        }
+        let scope = CallScope {
+            upstream: &listed.upstream.name,
+            tool: &listed.tool,
+            principal,
+            hints: &listed.hints,
+        };
+        let verdict = gateway.policy.decide(&scope, Instant::now());
+        let (mut decision, rule) = match &verdict {
+            Verdict::Allow { rule } => ("allow", *rule),
+            Verdict::Deny { rule } => ("deny", *rule),
+            Verdict::RequireApproval { rule, .. } => ("require_approval", Some(*rule)),
+            Verdict::RateLimited { rule, .. } => ("rate_limited", Some(*rule)),
+        };
+        let rule_text = rule.map(|rule| gateway.policy.describe(rule));
+        // Written before anything goes on: no entry, no call.
+        if let Err(error) = gateway
+            .record(&record.entry("decided", decision, rule_text.clone(), None, None))
+            .await
+        {
+            return Ok(log_failed(&error));
+        }
+        match verdict {
+            Verdict::Allow { .. } => {}
+            Verdict::Deny { rule } => {
+                let why = match &rule_text {
+                    Some(rule) => format!("refused by the gateway's {rule}"),
+                    None => "refused by the gateway: no rule allows it and `policy.default` is \
+                             deny"
+                        .to_owned(),
+                };
+                let _ = self
+                    .finish(&record, "deny", rule_text.clone(), "refused", None)
+                    .await;
+                return Ok(refusal(
+                    format!("`{}` {why}; it was not forwarded", name.escape_debug()),
+                    json!({ "decision": "deny", "rule": rule, "ruleText": rule_text }),
+                ));
+            }
+            Verdict::RateLimited {
+                rule,
+                limit,
+                window,
+                retry_after,
+            } => {
+                let _ = self
+                    .finish(&record, "rate_limited", rule_text.clone(), "refused", None)
+                    .await;
+                let retry = retry_after.as_secs_f64().ceil().max(1.0);
+                return Ok(refusal(
+                    format!(
+                        "`{}` refused by the gateway's {}: at most {limit} calls per {} s; \
+                         retry after {retry} s; it was not forwarded",
+                        name.escape_debug(),
+                        rule_text.as_deref().unwrap_or("rate limit"),
+                        window.as_secs()
+                    ),
+                    json!({
+                        "decision": "rate_limited",
+                        "rule": rule,
+                        "ruleText": rule_text,
+                        "retryAfterSecs": retry,
+                    }),
+                ));
+            }
+            Verdict::RequireApproval {
+                rule,
+                timeout,
+                on_expiry,
+            } => {
+                let reason = format!(
+                    "{} requires an approver",
+                    rule_text.as_deref().unwrap_or("a rule")
+                );
+                let parked = parked(&record, &arguments, timeout, reason);
+                let id = parked.id.clone();
+                eprintln!(
+                    "gateway: call {id} of `{}` by `{}` is parked for approval: mcp-hints gateway \
+                     approve {id}",
+                    name.escape_debug(),
+                    principal.escape_debug()
+                );
+                let resolution = gateway.approvals.park(parked, timeout, on_expiry).await;
+                let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
+                let by = match &resolution {
+                    Resolution::Approved { by } | Resolution::Denied { by } => by.clone(),
+                    Resolution::Expired { .. } => "its timeout".to_owned(),
+                };
+                // The finished entry names how the approval ended.
+                decision = resolved;
+                if let Err(error) = gateway
+                    .record(&record.entry("decided", decision, rule_text.clone(), None, None))
+                    .await
+                {
+                    return Ok(log_failed(&error));
+                }
+                if !proceed {
+                    let _ = self
+                        .finish(&record, decision, rule_text.clone(), "refused", None)
+                        .await;
+                    return Ok(refusal(
+                        format!(
+                            "`{}` was {decision} ({by}) under the gateway's {}; it was not \
+                             forwarded",
+                            name.escape_debug(),
+                            rule_text.as_deref().unwrap_or("approval rule")
+                        ),
+                        json!({ "decision": decision, "rule": rule, "ruleText": rule_text }),
+                    ));
+                }
+            }
+        }
+        self.forward(&name, &listed, &record, decision, rule_text, arguments)
+            .await
+    }
+
+    /// The drift check: a tool added or changed since the lock's approval
+    /// is parked until an approver approves its new fingerprint, which
+    /// goes into the lock. `Some` is the refusal; `None` lets the call go
+    /// on.
+    async fn check_drift(
+        &self,
+        name: &str,
+        listed: &Listed,
+        record: &CallRecord,
+        arguments: &Map<String, Value>,
+    ) -> Option<CallToolResult> {
+        let lock = self.gateway.drift.as_ref()?;
+        let what = match lock.lock().await.check(name, &listed.pinned) {
+            Drift::Approved => return None,
+            Drift::New => "the tool is new since the lock was approved".to_owned(),
+            Drift::Changed { what } => format!("changed since approval: {}", what.join(", ")),
+        };
+        if let Err(error) = self
+            .gateway
+            .record(&record.entry("decided", "drift", None, None, None))
+            .await
+        {
+            return Some(log_failed(&error));
+        }
+        let parked = parked(
+            record,
+            arguments,
+            defaults::DRIFT_APPROVAL_TIMEOUT,
+            format!("drift: {what}"),
+        );
+        let id = parked.id.clone();
+        eprintln!(
+            "gateway: call {id} of drifted tool `{}` is parked: {what}; mcp-hints gateway approve \
+             {id} approves the new definition",
+            name.escape_debug()
+        );
+        let resolution = self
+            .gateway
+            .approvals
+            .park(parked, defaults::DRIFT_APPROVAL_TIMEOUT, Expiry::Deny)
+            .await;
+        let decision = resolution.decision();
+        if let Err(error) = self
+            .gateway
+            .record(&record.entry("decided", decision, None, None, None))
+            .await
+        {
+            return Some(log_failed(&error));
+        }
+        if resolution.proceeds() {
+            match lock.lock().await.approve(name, listed.pinned.clone()) {
+                Ok(()) => return None,
+                Err(error) => {
+                    let _ = self.finish(record, decision, None, "refused", None).await;
+                    return Some(refusal(
+                        format!(
+                            "`{}` was approved, but the lock could not be written ({}); it was \
+                             not forwarded",
+                            name.escape_debug(),
+                            crate::text::one_line(&error)
+                        ),
+                        json!({ "decision": "drift" }),
+                    ));
+                }
+            }
+        }
+        let _ = self.finish(record, decision, None, "refused", None).await;
+        Some(refusal(
+            format!(
+                "`{}` cannot be called until an approver approves it ({decision}): {what}",
+                name.escape_debug()
+            ),
+            json!({ "decision": "drift", "drift": what }),
+        ))
+    }
+
+    /// Sends the call through the upstream's replay-safe client and writes
+    /// the `finished` entry.
+    async fn forward(
+        &self,
+        name: &str,
+        listed: &Listed,
+        record: &CallRecord,
+        decision: &str,
+        rule: Option<String>,
+        arguments: Map<String, Value>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let upstream = &listed.upstream;
+        let client = match upstream.client() {
+            Ok(client) => client,
+            Err(reason) => {
+                let _ = self
+                    .finish(record, decision, rule, "unavailable", Some(0))
+                    .await;
+                return Ok(unavailable(name, &upstream.name, &reason));
+            }
+        };
+        let call = ToolCall::new(listed.tool.clone()).arguments(arguments);
+        let outcome = upstream::with_principal(&record.principal, client.call_tool(call)).await;
+        let (result, outcome, attempts) = match outcome {
+            Ok(Outcome::Completed(done)) => {
+                if upstream.mark_available() {
+                    // Its tools are no longer listed as unavailable.
+                    self.gateway.republish();
+                }
+                let outcome = if done.result.is_error == Some(true) {
+                    "tool_error"
+                } else {
+                    "completed"
+                };
+                let mut result = done.result;
+                // An upstream on a revision before 2026-07-28 leaves it out;
+                // the gateway's clients may be on 2026-07-28, where it is
+                // required (rmcp clears it again for older clients).
+                result.result_type = Some(ResultType::COMPLETE);
+                (Ok(result), outcome, done.attempts)
+            }
+            Ok(Outcome::DeliveryUnknown(lost)) => {
+                let attempts = lost.attempts;
+                let text = format!(
+                    "{lost}. It may have run once (never more): read back before calling `{}` \
+                     again",
+                    name.escape_debug()
+                );
+                let detail = json!({
+                    "outcome": "delivery_unknown",
+                    "attempts": attempts,
+                    "readBack": lost.verdict.reason,
+                });
+                (Ok(refusal(text, detail)), "delivery_unknown", attempts)
+            }
+            Err(CallError::Rejected {
+                error, attempts, ..
+            }) => (Err(error), "tool_error", attempts),
+            Err(CallError::NotSent {
+                attempts,
+                last_error,
+                ..
+            }) => {
+                let reason = format!("its calls cannot be sent: {last_error}");
+                upstream.mark_unavailable(reason.clone());
+                self.gateway.republish();
+                (
+                    Ok(unavailable(name, &upstream.name, &reason)),
+                    "unavailable",
+                    attempts,
+                )
+            }
+            Err(other) => {
+                let text = other.to_string();
+                (
+                    Ok(refusal(text, json!({ "outcome": "tool_error" }))),
+                    "tool_error",
+                    0,
+                )
+            }
+        };
+        if let Err(error) = self
+            .finish(record, decision, rule, outcome, Some(attempts))
+            .await
+        {
+            // The call ran: its answer is the caller's. The missing entry
+            // is said where the operator sees it.
+            eprintln!(
+                "gateway: call {} finished ({outcome}) but its entry could not be written: {}",
+                record.id,
+                crate::text::one_line(&error)
+            );
+        }
+        result
+    }
+
+    async fn finish(
+        &self,
+        record: &CallRecord,
+        decision: &str,
+        rule: Option<String>,
+        outcome: &str,
+        attempts: Option<u32>,
+    ) -> Result<(), String> {
+        self.gateway
+            .record(&record.entry("finished", decision, rule, Some(outcome), attempts))
+            .await
+    }
+}
+
+/// The parked form of a call.
+fn parked(
+    record: &CallRecord,
+    arguments: &Map<String, Value>,
+    timeout: std::time::Duration,
+    reason: String,
+) -> Parked {
+    let now = SystemTime::now();
+    Parked {
+        id: record.id.clone(),
+        principal: record.principal.clone(),
+        upstream: record.upstream.clone(),
+        tool: record.tool.clone(),
+        arguments: arguments.clone(),
+        parked_at: now,
+        expires_at: now + timeout,
+        reason,
+    }
+}
+
+fn log_failed(error: &str) -> CallToolResult {
+    refusal(
+        format!(
+            "the gateway's audit log cannot be written ({}), so the call was refused and not \
+             forwarded",
+            crate::text::one_line(error)
+        ),
+        json!({ "outcome": "refused", "reason": "audit_log" }),
+    )
+}
+
+fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
+    refusal(
+        format!(
+            "`{}` is unavailable: upstream `{upstream}` {}",
+            name.escape_debug(),
+            crate::text::one_line(reason)
+        ),
+        json!({ "outcome": "unavailable", "upstream": upstream }),
+    )
+}
+
+impl ServerHandler for Front {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcp-hints-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "Tools are named UPSTREAM__TOOL. Each carries all four hints explicitly; \
+             _meta[\"mcp-hints/provenance\"] says whether each was asserted by the operator, \
+             declared by the server or defaulted.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.gateway.catalogue().tools.clone();
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        let mut page = list_tools_page(tools, cursor, PageSize::from(defaults::PAGE_SIZE))?;
+        // 2026-07-28's cache hints: the list changes whenever an upstream's
+        // does, so it is never fresh for long.
+        if context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28)
+        {
+            page.ttl_ms = Some(0);
+            page.cache_scope = Some(CacheScope::Public);
+        }
+        Ok(page)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(principal) = self.principal(&context) else {
+            // The authentication layer lets no request through without
+            // one; refuse rather than guess.
+            return Err(ErrorData::invalid_request(
+                "the request has no authenticated principal",
+                None,
+            ));
+        };
+        self.call(request, &principal).await.map(Into::into)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut sessions = self
+            .gateway
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|peer| !peer.is_transport_closed());
+        sessions.push(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.gateway.changes.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        // A stream that ended is cancelled at the next turn.
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}
+
+/// Serves one stdio client on stdin/stdout (principal `local`), every
+/// message checked by the wire guard first, until stdin closes or a signal
+/// comes.
+///
+/// # Errors
+///
+/// When the session cannot start.
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), String> {
+    let transport = mcp_hints::wire::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let service = tokio::select! {
+        service = Front::stdio(gateway.clone()).serve(transport) => {
+            service.map_err(|error| format!("the stdio session did not start: {error}"))?
+        }
+        () = &mut signal => {
+            gateway.close();
+            return Ok(());
+        }
+    };
+    let stop = service.cancellation_token();
+    tokio::select! {
+        _ = service.waiting() => {}
+        () = &mut signal => stop.cancel(),
+    }
+    gateway.close();
+    Ok(())
+}
+
+/// Serves MCP over streamable HTTP at `http://ADDRESS/mcp`, behind the
+/// HTTP guard (403 for a foreign `Origin`, rmcp's `Host` check) and the
+/// bearer-token check (401), until a signal comes. Says the bound address
+/// on stderr: `gateway: serving MCP over streamable HTTP at http://ADDR/mcp`.
+///
+/// # Errors
+///
+/// An address that is not loopback without `listen.public`, one that
+/// cannot be bound, or an `allow_origins` entry that is not an origin.
+pub async fn serve_http(gateway: Arc<Gateway>, address: SocketAddr) -> Result<(), String> {
+    let listen = &gateway.config.listen;
+    let listener = bind(address, listen.public, "listen.http").await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("listen.http: {error}"))?;
+    let mut guard = HttpGuard::for_address(bound);
+    for origin in &listen.allow_origins {
+        guard = guard
+            .allow_origin(origin)
+            .map_err(|error| format!("listen.allow_origins: {error}"))?;
+    }
+    let mut config = StreamableHttpServerConfig::default();
+    // rmcp checks `Host` (DNS rebinding); it accepts loopback names by
+    // default, and here also the bound address.
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        config.allowed_hosts.push(bound.ip().to_string());
+    }
+    config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
+    let sessions_end = config.cancellation_token.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let guard = guard.sessions(sessions.clone());
+    let front = Front::http(gateway.clone());
+    let service = StreamableHttpService::new(move || Ok(front.clone()), sessions, config);
+    let authenticated = Authenticate {
+        gateway: gateway.clone(),
+        inner: service,
+    };
+    let app = axum::Router::new().nest_service("/mcp", guard.service(authenticated));
+    eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            sessions_end.cancel();
+        })
+        .await;
+    gateway.close();
+    served.map_err(|error| format!("serving HTTP on {bound}: {error}"))
+}
+
+/// Binds `address`, refusing one that is not loopback unless `public`
+/// (the transport spec: "When running locally, servers SHOULD bind only to
+/// localhost").
+async fn bind(
+    address: SocketAddr,
+    public: bool,
+    key: &str,
+) -> Result<tokio::net::TcpListener, String> {
+    if !public && !address.ip().is_loopback() {
+        return Err(format!(
+            "{key} = \"{address}\" is not a loopback address; set `listen.public = true` to \
+             listen beyond this machine (and keep its tokens secret)"
+        ));
+    }
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| format!("{key}: cannot listen on {address}: {error}"))
+}
+
+/// The bearer-token check in front of rmcp: a request whose
+/// `Authorization: Bearer TOKEN` matches a `[[client]]` goes on with its
+/// [`Principal`]; any other gets 401 before rmcp sees it.
+#[derive(Clone)]
+struct Authenticate<S> {
+    gateway: Arc<Gateway>,
+    inner: S,
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header, if that is what
+/// `headers` has (the scheme without case, RFC 7235).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+impl<S> Authenticate<S> {
+    fn principal(&self, headers: &HeaderMap) -> Option<Arc<str>> {
+        let token = bearer(headers)?;
+        // Every client is compared (in constant time each), so the time
+        // taken does not say which one matched.
+        let mut found = None;
+        for client in &self.gateway.config.clients {
+            if client.token.matches(token) && found.is_none() {
+                found = Some(Arc::from(client.principal.as_str()));
+            }
+        }
+        found
+    }
+}
+
+fn unauthorized(realm: &str, message: &str) -> Response {
+    let body = json!({ "error": message }).to_string();
+    let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&format!("Bearer realm=\"{realm}\"")) {
+        headers.insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+impl<S, B, ResBody> tower_service::Service<http::Request<B>> for Authenticate<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let Some(principal) = self.principal(request.headers()) else {
+            let message = if bearer(request.headers()).is_some() {
+                "the bearer token matches no [[client]] of the gateway"
+            } else {
+                "the gateway needs `Authorization: Bearer TOKEN`, a token of a [[client]]"
+            };
+            return Box::pin(std::future::ready(Ok(unauthorized("mcp", message))));
+        };
+        request.extensions_mut().insert(Principal(principal));
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            answer
+                .await
+                .map(|response| response.map(axum::body::Body::new))
+        })
+    }
+}
+
+/// Serves the admin endpoint on `address`, in a task of its own:
+/// `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, each needing
+/// `Authorization: Bearer` with the admin token (401 without). Says the
+/// bound address on stderr: `gateway: admin endpoint at http://ADDR`.
+///
+/// # Errors
+///
+/// No `[admin]` token, an address that is not loopback without
+/// `listen.public`, or one that cannot be bound.
+pub async fn serve_admin(
+    gateway: Arc<Gateway>,
+    address: SocketAddr,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    if gateway.config.admin.is_none() {
+        return Err(format!(
+            "{}: `listen.admin_http` is set but `[admin]` gives no token",
+            gateway.config.path.display()
+        ));
+    }
+    let listener = bind(address, gateway.config.listen.public, "listen.admin_http").await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("listen.admin_http: {error}"))?;
+    let app = axum::Router::new()
+        .route("/pending", get(admin_pending))
+        .route("/approve/{id}", post(admin_approve))
+        .route("/deny/{id}", post(admin_deny))
+        .with_state(gateway);
+    eprintln!("gateway: admin endpoint at http://{bound}");
+    Ok(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("gateway: the admin endpoint stopped: {error}");
+        }
+    }))
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// `Err` is the 401 for a request without the admin token.
+#[allow(clippy::result_large_err)]
+fn admin_authorized(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+    let token = bearer(headers);
+    match (&gateway.config.admin, token) {
+        (Some(admin), Some(token)) if admin.token.matches(token) => Ok(()),
+        _ => Err(unauthorized(
+            "mcp-hints-gateway-admin",
+            "the admin endpoint needs `Authorization: Bearer` with the admin token",
+        )),
+    }
+}
+
+async fn admin_pending(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin_authorized(&gateway, &headers) {
+        return refused;
+    }
+    let pending = gateway.approvals.pending();
+    json_response(StatusCode::OK, &json!({ "pending": pending }))
+}
+
+async fn admin_approve(
+    State(gateway): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    admin_decide(&gateway, &headers, &id, &body, true)
+}
+
+async fn admin_deny(
+    State(gateway): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    admin_decide(&gateway, &headers, &id, &body, false)
+}
+
+/// Approves or denies the parked call `id`; `body` is a [`DecideRequest`]
+/// (or empty: by `admin`).
+fn admin_decide(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    id: &str,
+    body: &[u8],
+    approve: bool,
+) -> Response {
+    if let Err(refused) = admin_authorized(gateway, headers) {
+        return refused;
+    }
+    let request: DecideRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        DecideRequest::default()
+    } else {
+        match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({ "error": format!("the body is not {{\"by\": NAME}}: {error}") }),
+                );
+            }
+        }
+    };
+    let by = request.by.unwrap_or_else(|| "admin".to_owned());
+    let decided = if approve {
+        gateway.approvals.approve(id, &by)
+    } else {
+        gateway.approvals.deny(id, &by)
+    };
+    let decision = if approve { "approved" } else { "denied" };
+    match decided {
+        Ok(()) => json_response(StatusCode::OK, &json!({ "id": id, "decision": decision })),
+        Err(error) => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({ "id": id, "error": error.to_string() }),
+        ),
+    }
+}
+
+/// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let wait = |kind| async move {
+            match signal(kind) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = wait(SignalKind::terminate()) => {}
+            () = wait(SignalKind::hangup()) => {}
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_without_case_in_the_scheme() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer abc"),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
+    }
+}

@@ -1,0 +1,1031 @@
+//! The gateway's audit log: one JSON object per line (JSON Lines), one line
+//! per decision, appended and made durable before the call it records goes
+//! on, and `mcp-hints gateway log`, which filters it.
+//!
+//! Durability is the point (issue 9, "Audit log"): [`AuditLog::record`]
+//! returns only once its line is on disk (`File::sync_data`), and an entry
+//! that cannot be written is an error the caller turns into a refused call,
+//! so a decision is never taken without its record. Secrets never reach the
+//! log: an [`Entry`] has no field for a token or a header, and arguments are
+//! kept as a digest ([`arguments_digest`]) unless the operator asks for them
+//! raw (`[log] raw_arguments = true`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use clap::{ArgGroup, Args};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::table::{Cell, render};
+
+/// The decisions an [`Entry`] may record, as written in its `decision`
+/// field (and accepted by `--decision`).
+pub const DECISIONS: [&str; 8] = [
+    "allow",
+    "deny",
+    "require_approval",
+    "rate_limited",
+    "approved",
+    "denied",
+    "expired",
+    "drift",
+];
+
+/// One line of the audit log: one decision about one `tools/call`.
+///
+/// A call that is forwarded has two entries with the same `id`: `phase`
+/// `"decided"`, written before the call goes upstream, and `"finished"`,
+/// with its `outcome` and `attempts`. A refused call has one, `"decided"`
+/// with outcome `"refused"`. Absent optional fields are left out of the
+/// line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// When the decision was taken: RFC 3339 in UTC with milliseconds,
+    /// `2026-03-16T09:30:00.123Z` (see [`now`]).
+    pub time: String,
+    /// The call's id (a v4 UUID), shared by its entries and by its parked
+    /// call, if any.
+    pub id: String,
+    /// The principal the client's token maps to (`local` over stdio).
+    pub principal: String,
+    /// The upstream's name from the config.
+    pub upstream: String,
+    /// The tool's name as the upstream serves it (not namespaced).
+    pub tool: String,
+    /// One of [`DECISIONS`]: `allow`, `deny`, `require_approval`,
+    /// `rate_limited`, and for a parked call `approved`, `denied`,
+    /// `expired`; `drift` for a tool refused because it changed since the
+    /// lock.
+    pub decision: String,
+    /// The rule that fired, described by the policy (`rule[2] (deny
+    /// delete_* when destructive)`); absent when the default decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The effective hints and their sources, as the policy serialises
+    /// them: `{"readOnlyHint": {"value": true, "source": "declared"}, ...}`.
+    #[serde(default)]
+    pub hints: Value,
+    /// [`arguments_digest`] of the call's arguments: 64 lowercase hex
+    /// digits.
+    pub arguments_sha256: String,
+    /// The raw arguments, only with `[log] raw_arguments = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// `completed`, `tool_error`, `delivery_unknown`, `refused` or
+    /// `unavailable`; absent on a `decided` entry of a call that goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// How many times the call was sent upstream (resends included), on a
+    /// `finished` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// `decided` (written before forwarding) or `finished` (after).
+    pub phase: String,
+}
+
+/// The current time as an [`Entry::time`]: RFC 3339, UTC, milliseconds.
+pub fn now() -> String {
+    rfc3339::format(SystemTime::now())
+}
+
+/// The SHA-256 of `arguments`' RFC 8785 canonical JSON (keys sorted, no
+/// whitespace, numbers in their shortest form, so `{"b":1.0,"a":2}` and
+/// `{"a":2,"b":1}` have one digest), as 64 lowercase hex digits.
+///
+/// The same canonical form as [`mcp_hints::fingerprint`] hashes; that
+/// module keeps its digest function private, so the same two crates are
+/// called here.
+pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
+    /// Feeds the canonical JSON straight into the hash, with no buffer.
+    struct Hashing(Sha256);
+    impl Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Sha256::new());
+    // Canonicalising a JSON value cannot fail: its numbers are finite and
+    // its keys strings.
+    let _ = serde_json_canonicalizer::to_writer(arguments, &mut hashing);
+    hashing
+        .0
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Why an entry could not be written: the log's path, what was being done
+/// and the system's cause. The caller fails the call closed.
+#[derive(Debug, thiserror::Error)]
+#[error("audit log {}: cannot {action}: {source}", path.display())]
+pub struct LogError {
+    /// The log file.
+    pub path: PathBuf,
+    /// What failed: `open it`, `append to it`, `sync it to disk`, ...
+    pub action: &'static str,
+    /// The cause (for a log removed since it was opened, `NotFound`).
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The audit log, open for appending. Cloning shares the one file.
+///
+/// Each [`record`](AuditLog::record) writes its line with one `write` on a
+/// file opened with `O_APPEND`, under a lock, then `sync_data`s it, on
+/// tokio's blocking pool: concurrent records never interleave, and the
+/// async runtime is never blocked on the disk.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl AuditLog {
+    /// Opens (creating it, mode 0600 on Unix) the log at `path` for
+    /// appending.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the file cannot be opened for appending (a
+    /// missing directory, a directory at `path`, no permission).
+    pub fn open(path: &Path) -> Result<AuditLog, LogError> {
+        let error = |action, source| LogError {
+            path: path.to_owned(),
+            action,
+            source,
+        };
+        let existed = path.exists();
+        let mut options = OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // The log may hold raw arguments: readable by its owner only.
+            options.mode(0o600);
+        }
+        let file = options
+            .open(path)
+            .map_err(|source| error("open it for appending", source))?;
+        if !existed {
+            // A new file's name is durable only once its directory is.
+            sync_directory(path).map_err(|source| error("sync its directory", source))?;
+        }
+        Ok(AuditLog {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                file: Mutex::new(file),
+            }),
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Appends `entry` as one line and waits until it is on disk.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the line cannot be written or synced (a full disk,
+    /// an I/O error), or when the file was removed or replaced since it was
+    /// opened (a line written then would be lost with the old file). A
+    /// line that was written in part is cut off again, so the log stays
+    /// parseable. On an error, refuse the call.
+    pub async fn record(&self, entry: &Entry) -> Result<(), LogError> {
+        let mut line = serde_json::to_vec(entry).map_err(|error| LogError {
+            path: self.inner.path.clone(),
+            action: "serialise the entry",
+            source: error.into(),
+        })?;
+        line.push(b'\n');
+        let inner = Arc::clone(&self.inner);
+        // The write goes on even if this future is dropped: the line is
+        // either whole or cut off again, never left half written.
+        tokio::task::spawn_blocking(move || inner.append(&line))
+            .await
+            .map_err(|error| LogError {
+                path: self.inner.path.clone(),
+                action: "finish the write",
+                source: std::io::Error::other(error.to_string()),
+            })?
+    }
+}
+
+impl Inner {
+    fn append(&self, line: &[u8]) -> Result<(), LogError> {
+        let error = |action, source| LogError {
+            path: self.path.clone(),
+            action,
+            source,
+        };
+        // A panic elsewhere while holding the lock leaves the file as it
+        // was: every write below restores it before returning.
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        self.still_in_place(&file)
+            .map_err(|source| error("append to it", source))?;
+        let before = file
+            .metadata()
+            .map_err(|source| error("read its length", source))?
+            .len();
+        if let Err(source) = file.write_all(line) {
+            // Cut a partial line off, so the next entry starts a line of
+            // its own. Only this process writes the log.
+            let _ = file.set_len(before);
+            return Err(error("append to it", source));
+        }
+        file.sync_data()
+            .map_err(|source| error("sync it to disk", source))
+    }
+
+    /// An error when the path no longer names the open file: a write to
+    /// an unlinked file succeeds, and is lost.
+    fn still_in_place(&self, file: &File) -> std::io::Result<()> {
+        let gone = || {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the file was removed or replaced since the gateway opened it",
+            )
+        };
+        let on_disk = std::fs::metadata(&self.path).map_err(|_| gone())?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let open = file.metadata()?;
+            if (open.dev(), open.ino()) != (on_disk.dev(), on_disk.ino()) {
+                return Err(gone());
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (file, on_disk);
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn sync_directory(path: &Path) -> std::io::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    File::open(directory)?.sync_all()
+}
+
+/// Directories cannot be opened as files elsewhere; the entry itself is
+/// still synced.
+#[cfg(not(unix))]
+fn sync_directory(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// `mcp-hints gateway log`: the audit log's entries, filtered.
+#[derive(Clone, Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["config", "log"])))]
+pub struct LogArgs {
+    /// The gateway's config file; the log is its `[log] path` (relative to
+    /// the file's directory). Only that key is read, so the tokens the
+    /// config names need not be set.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The log file itself.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Only this principal's calls.
+    #[arg(long, value_name = "NAME")]
+    pub principal: Option<String>,
+    /// Only calls to this upstream.
+    #[arg(long, value_name = "NAME")]
+    pub upstream: Option<String>,
+    /// Only tools whose name (as the upstream serves it) matches, e.g.
+    /// `*delete*`.
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub tool: Option<glob::Pattern>,
+    /// Only this decision.
+    #[arg(long, value_parser = DECISIONS)]
+    pub decision: Option<String>,
+    /// Only entries at or after this time, e.g. `2026-03-16T09:00:00Z` or
+    /// `2026-03-16T11:00:00+02:00`.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_since)]
+    pub since: Option<SystemTime>,
+    /// Print the matching entries as JSON lines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
+    glob::Pattern::new(text).map_err(|error| format!("not a glob: {error}"))
+}
+
+fn parse_since(text: &str) -> Result<SystemTime, String> {
+    rfc3339::parse(text)
+}
+
+impl LogArgs {
+    /// Whether `entry` passes every filter given; an error when `--since`
+    /// is given and the entry's time is not RFC 3339.
+    fn matches(&self, entry: &Entry) -> Result<bool, String> {
+        let same =
+            |filter: &Option<String>, value: &str| filter.as_deref().is_none_or(|f| f == value);
+        if !(same(&self.principal, &entry.principal)
+            && same(&self.upstream, &entry.upstream)
+            && same(&self.decision, &entry.decision)
+            && self
+                .tool
+                .as_ref()
+                .is_none_or(|pattern| pattern.matches(&entry.tool)))
+        {
+            return Ok(false);
+        }
+        match self.since {
+            None => Ok(true),
+            Some(since) => Ok(rfc3339::parse(&entry.time)? >= since),
+        }
+    }
+}
+
+/// Reads the log named by `args` (`--log`, or `[log] path` of `--config`)
+/// and prints the entries that pass every filter, in the log's order: a
+/// table for people (every field escaped, as all peer text is), or with
+/// `--json` one entry per line. Returns exit status 0.
+///
+/// # Errors
+///
+/// A message naming the file for a config or log that cannot be read, and
+/// the line number for a line that is not an entry (or, with `--since`,
+/// whose time is not RFC 3339).
+pub fn run_log(args: &LogArgs) -> Result<u8, String> {
+    let path = match (&args.log, &args.config) {
+        (Some(log), _) => log.clone(),
+        (None, Some(config)) => log_path_of(config)?,
+        (None, None) => return Err("give --log FILE or --config FILE".to_owned()),
+    };
+    let entries = read_matching(&path, args)?;
+    let out = if args.json {
+        let mut out = String::new();
+        for entry in &entries {
+            out.push_str(&serde_json::to_string(entry).map_err(|error| error.to_string())?);
+            out.push('\n');
+        }
+        out
+    } else {
+        table(&entries)
+    };
+    let mut stdout = anstream::stdout();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // The reader went away (`| head`): nothing unread is lost.
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write the entries: {error}"))
+        }
+        _ => Ok(0),
+    }
+}
+
+/// `[log] path` of the config at `config`, relative to its directory. Only
+/// that key is read: reading a log needs none of the secrets the rest of
+/// the config names.
+fn log_path_of(config: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|error| format!("{}: {error}", config.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|error| format!("{}: {error}", config.display()))?;
+    let path = table
+        .get("log")
+        .and_then(|log| log.get("path"))
+        .ok_or_else(|| format!("{}: log.path: missing", config.display()))?
+        .as_str()
+        .ok_or_else(|| format!("{}: log.path: expected a string", config.display()))?;
+    let directory = config.parent().unwrap_or(Path::new(""));
+    Ok(directory.join(path))
+}
+
+/// The entries of the log at `path` that `args` lets through.
+fn read_matching(path: &Path, args: &LogArgs) -> Result<Vec<Entry>, String> {
+    let file = File::open(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let mut entries = Vec::new();
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let number = index + 1;
+        let at = || format!("{}:{number}", path.display());
+        let line = line.map_err(|error| format!("{}: {error}", at()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: Entry = serde_json::from_str(&line)
+            .map_err(|error| format!("{}: not an audit log entry: {error}", at()))?;
+        if args
+            .matches(&entry)
+            .map_err(|error| format!("{}: time: {error}", at()))?
+        {
+            entries.push(entry);
+        }
+    }
+    Ok(entries)
+}
+
+/// The entries as an aligned table; [`Cell`] escapes and cuts each field.
+fn table(entries: &[Entry]) -> String {
+    let rows: Vec<Vec<Cell>> = entries
+        .iter()
+        .map(|entry| {
+            let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
+            vec![
+                Cell::plain(&entry.time),
+                Cell::plain(&entry.id),
+                Cell::plain(&entry.principal),
+                Cell::plain(&entry.upstream),
+                Cell::plain(&entry.tool),
+                Cell::plain(&entry.decision),
+                Cell::plain(&entry.phase),
+                Cell::plain(&optional(&entry.outcome)),
+                Cell::plain(&entry.attempts.map_or("-".into(), |n| n.to_string())),
+                Cell::plain(&hints_text(&entry.hints)),
+                Cell::plain(
+                    entry
+                        .arguments_sha256
+                        .get(..12)
+                        .unwrap_or(&entry.arguments_sha256),
+                ),
+                Cell::plain(&optional(&entry.rule)),
+            ]
+        })
+        .collect();
+    let mut out = render(
+        &[
+            "TIME",
+            "ID",
+            "PRINCIPAL",
+            "UPSTREAM",
+            "TOOL",
+            "DECISION",
+            "PHASE",
+            "OUTCOME",
+            "ATTEMPTS",
+            "HINTS",
+            "ARGS SHA256",
+            "RULE",
+        ],
+        &rows,
+    );
+    out.push_str(&format!(
+        "{}\n",
+        crate::text::count(entries.len(), "entry", "entries")
+    ));
+    out
+}
+
+/// The hints that are true, each with its source unless declared:
+/// `destructive(asserted), openWorld(defaulted)`; `-` when none is.
+/// Anything else in the field is shown as its JSON.
+fn hints_text(hints: &Value) -> String {
+    let Some(map) = hints.as_object() else {
+        return if hints.is_null() {
+            "-".into()
+        } else {
+            hints.to_string()
+        };
+    };
+    let mut shown = Vec::new();
+    for (name, hint) in map {
+        if hint.get("value") == Some(&Value::Bool(true)) {
+            let short = name.strip_suffix("Hint").unwrap_or(name);
+            match hint.get("source").and_then(Value::as_str) {
+                Some("declared") | None => shown.push(short.to_owned()),
+                Some(source) => shown.push(format!("{short}({source})")),
+            }
+        }
+    }
+    if shown.is_empty() {
+        "-".into()
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// RFC 3339 times: written in UTC with milliseconds
+/// (`2026-03-16T09:30:00.123Z`), read with any offset and fraction.
+/// `std::time::SystemTime` and the proleptic Gregorian calendar (Howard
+/// Hinnant's day-count algorithms): the workspace has no date crate, and
+/// these two functions are all the gateway needs.
+pub mod rfc3339 {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    /// `time` in UTC with milliseconds; times before 1970 are written as
+    /// 1970-01-01T00:00:00.000Z.
+    pub fn format(time: SystemTime) -> String {
+        let millis = time
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        let (seconds, millis) = ((millis / 1000) as i64, millis % 1000);
+        let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+            second_of_day / 3600,
+            second_of_day / 60 % 60,
+            second_of_day % 60
+        )
+    }
+
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)` (`t`, `z`
+    /// and a space for `T` accepted, as RFC 3339 allows). A leap second
+    /// (`:60`) counts as the next second's start.
+    ///
+    /// # Errors
+    ///
+    /// A message saying what is wrong, for text of another shape or a
+    /// field out of range.
+    pub fn parse(text: &str) -> Result<SystemTime, String> {
+        let bad = |what: &str| format!("`{text}` is not an RFC 3339 time ({what})");
+        let bytes = text.as_bytes();
+        let number = |range: std::ops::Range<usize>| -> Result<i64, String> {
+            let digits = text.get(range).ok_or_else(|| bad("too short"))?;
+            if !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad("expected digits"));
+            }
+            digits.parse().map_err(|_| bad("expected digits"))
+        };
+        let separator = |at: usize, allowed: &[u8]| -> Result<(), String> {
+            match bytes.get(at) {
+                Some(b) if allowed.contains(b) => Ok(()),
+                _ => Err(bad("expected YYYY-MM-DDTHH:MM:SS and an offset")),
+            }
+        };
+        separator(4, b"-")?;
+        separator(7, b"-")?;
+        separator(10, b"Tt ")?;
+        separator(13, b":")?;
+        separator(16, b":")?;
+        let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+        let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+            return Err(bad("no such date"));
+        }
+        if hour > 23 || minute > 59 || second > 60 {
+            return Err(bad("no such time of day"));
+        }
+        let mut at = 19;
+        let mut nanos: i64 = 0;
+        if bytes.get(at) == Some(&b'.') {
+            let start = at + 1;
+            at = start;
+            while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                at += 1;
+            }
+            if at == start {
+                return Err(bad("a fraction needs digits"));
+            }
+            // Digits past nanoseconds are dropped.
+            let digits = &text[start..at.min(start + 9)];
+            nanos = digits.parse::<i64>().map_err(|_| bad("bad fraction"))?
+                * 10_i64.pow(9 - digits.len() as u32);
+        }
+        let offset_minutes = match &text[at..] {
+            "Z" | "z" => 0,
+            offset if offset.len() == 6 && offset.starts_with(['+', '-']) => {
+                separator(at + 3, b":")?;
+                let (hours, minutes) = (number(at + 1..at + 3)?, number(at + 4..at + 6)?);
+                if hours > 23 || minutes > 59 {
+                    return Err(bad("no such offset"));
+                }
+                let sign = if offset.starts_with('-') { -1 } else { 1 };
+                sign * (hours * 60 + minutes)
+            }
+            _ => return Err(bad("expected Z or an offset like +02:00 at the end")),
+        };
+        let seconds =
+            days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+                - offset_minutes * 60;
+        let since_epoch = |seconds: i64| Duration::new(seconds.unsigned_abs(), 0);
+        let whole = if seconds >= 0 {
+            UNIX_EPOCH + since_epoch(seconds)
+        } else {
+            UNIX_EPOCH - since_epoch(seconds)
+        };
+        Ok(whole + Duration::from_nanos(nanos as u64))
+    }
+
+    fn days_in_month(year: i64, month: i64) -> i64 {
+        match month {
+            2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date.
+    fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+        let year = if month <= 2 { year - 1 } else { year };
+        let era = year.div_euclid(400);
+        let year_of_era = year - era * 400;
+        let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+        let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+        era * 146_097 + day_of_era - 719_468
+    }
+
+    /// The date `days` after 1970-01-01.
+    fn civil_from_days(days: i64) -> (i64, i64, i64) {
+        let days = days + 719_468;
+        let era = days.div_euclid(146_097);
+        let day_of_era = days - era * 146_097;
+        let year_of_era =
+            (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+        let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+        let shifted_month = (5 * day_of_year + 2) / 153;
+        let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+        let month = if shifted_month < 10 {
+            shifted_month + 3
+        } else {
+            shifted_month - 9
+        };
+        (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+    }
+
+    /// `#[serde(with = "rfc3339")]` for a `SystemTime` field written as
+    /// [`format()`] and read by [`parse`].
+    pub fn serialize<S: serde::Serializer>(
+        time: &SystemTime,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format(*time))
+    }
+
+    /// See [`serialize`].
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SystemTime, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use clap::Parser;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A fresh directory under the system's temporary directory, removed
+    /// when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let path = std::env::temp_dir().join(format!(
+                "mcp-hints-gateway-{name}-{}-{}",
+                std::process::id(),
+                nanos_now()
+            ));
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn nanos_now() -> u128 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    }
+
+    fn entry(n: u32, principal: &str, tool: &str, decision: &str, time: &str) -> Entry {
+        Entry {
+            time: time.to_owned(),
+            id: format!("call-{n}"),
+            principal: principal.to_owned(),
+            upstream: "memory".to_owned(),
+            tool: tool.to_owned(),
+            decision: decision.to_owned(),
+            rule: None,
+            hints: json!({
+                "readOnlyHint": {"value": false, "source": "defaulted"},
+                "destructiveHint": {"value": true, "source": "asserted"},
+            }),
+            arguments_sha256: arguments_digest(&Map::new()),
+            arguments: None,
+            outcome: None,
+            attempts: None,
+            phase: "decided".to_owned(),
+        }
+    }
+
+    // The current-thread runtime the command runs on: the 50 writes still
+    // run side by side, on tokio's blocking pool.
+    #[tokio::test]
+    async fn concurrent_records_are_all_written_whole() {
+        let scratch = Scratch::new("concurrent");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let tasks: Vec<_> = (0..50)
+            .map(|n| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut entry = entry(n, "alice", "create_entities", "allow", &now());
+                    // Long lines make an interleaving write visible.
+                    entry.arguments = Some(json!({ "text": "x".repeat(10_000 + n as usize) }));
+                    log.record(&entry).await
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(|line| serde_json::from_str::<Entry>(line).unwrap().id)
+            .collect();
+        ids.sort();
+        let mut expected: Vec<String> = (0..50).map(|n| format!("call-{n}")).collect();
+        expected.sort();
+        assert_eq!(ids, expected);
+        assert!(text.ends_with('\n'));
+    }
+
+    #[tokio::test]
+    async fn a_log_that_cannot_be_written_is_an_error_naming_it() {
+        let scratch = Scratch::new("unwritable");
+        // A directory where the file should be: cannot be opened.
+        let error = AuditLog::open(&scratch.0).unwrap_err();
+        assert_eq!(error.path, scratch.0);
+        assert!(
+            error.to_string().starts_with(&format!(
+                "audit log {}: cannot open it for appending: ",
+                scratch.0.display()
+            )),
+            "{error}"
+        );
+        // A missing directory.
+        assert!(AuditLog::open(&scratch.0.join("no/such/dir/audit.jsonl")).is_err());
+
+        // Removed after it was opened: the entry would be lost with it.
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        log.record(&entry(1, "a", "t", "allow", &now()))
+            .await
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let error = log
+            .record(&entry(2, "a", "t", "allow", &now()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.path, path);
+        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+        assert!(error.to_string().contains("removed or replaced"), "{error}");
+
+        // Replaced by another file of the same name: still refused.
+        std::fs::write(&path, "").unwrap();
+        assert!(
+            log.record(&entry(3, "a", "t", "allow", &now()))
+                .await
+                .is_err()
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_full_disk_is_an_error() {
+        // /dev/full accepts the open and refuses every write with ENOSPC.
+        let log = AuditLog::open(Path::new("/dev/full")).unwrap();
+        let error = log
+            .record(&entry(1, "a", "t", "allow", &now()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.action, "append to it");
+        assert_eq!(error.source.raw_os_error(), Some(28), "{error}"); // ENOSPC
+    }
+
+    #[test]
+    fn the_digest_ignores_key_order_and_number_spelling() {
+        let a: Map<String, Value> =
+            serde_json::from_str(r#"{"b": 1.0, "a": {"y": [1, 2.50], "x": "s"}}"#).unwrap();
+        let b: Map<String, Value> =
+            serde_json::from_str(r#"{"a": {"x": "s", "y": [1.0, 2.5]}, "b": 1}"#).unwrap();
+        assert_eq!(arguments_digest(&a), arguments_digest(&b));
+        let c: Map<String, Value> =
+            serde_json::from_str(r#"{"b": 2, "a": {"x": "s", "y": [1, 2.5]}}"#).unwrap();
+        assert_ne!(arguments_digest(&a), arguments_digest(&c));
+        // `printf '{}' | sha256sum`.
+        assert_eq!(
+            arguments_digest(&Map::new()),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        // `printf '{"a":1}' | sha256sum`.
+        let one: Map<String, Value> = serde_json::from_str(r#"{ "a" : 1.0 }"#).unwrap();
+        assert_eq!(
+            arguments_digest(&one),
+            "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
+        );
+    }
+
+    #[test]
+    fn times_are_rfc_3339_utc_with_milliseconds() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_773_653_400_123);
+        assert_eq!(rfc3339::format(time), "2026-03-16T09:30:00.123Z");
+        assert_eq!(rfc3339::format(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339::format(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(rfc3339::parse("2026-03-16T09:30:00.123Z").unwrap(), time);
+        assert_eq!(
+            rfc3339::parse("2026-03-16T11:30:00.123+02:00").unwrap(),
+            time
+        );
+        assert_eq!(
+            rfc3339::parse("2026-03-16 08:00:00.123456789-01:30").unwrap(),
+            time + Duration::from_nanos(456_789)
+        );
+        assert_eq!(
+            rfc3339::parse("1969-12-31T23:59:59Z").unwrap(),
+            UNIX_EPOCH - Duration::from_secs(1)
+        );
+        for bad in [
+            "2026-03-16",
+            "2026-02-30T00:00:00Z",
+            "2026-03-16T24:00:00Z",
+            "2026-03-16T09:30:00",
+            "2026-03-16T09:30:00.Z",
+            "2026-03-16T09:30:00+2:00",
+            "２026-03-16T09:30:00Z",
+        ] {
+            assert!(rfc3339::parse(bad).is_err(), "{bad}");
+        }
+        // Round trip over many days, leap years included.
+        for day in (0..200_000).step_by(997) {
+            let time = UNIX_EPOCH + Duration::from_secs(day * 86_400 + 3_723);
+            assert_eq!(rfc3339::parse(&rfc3339::format(time)).unwrap(), time);
+        }
+    }
+
+    /// `mcp-hints gateway log ARGS`, as clap parses them.
+    fn log_args(args: &[&str]) -> LogArgs {
+        #[derive(Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: LogArgs,
+        }
+        Command::try_parse_from(std::iter::once("log").chain(args.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn filters_select_entries() {
+        let scratch = Scratch::new("filter");
+        let path = scratch.0.join("audit.jsonl");
+        let lines = [
+            entry(
+                1,
+                "alice",
+                "delete_entities",
+                "deny",
+                "2026-03-16T09:00:00.000Z",
+            ),
+            entry(2, "bob", "read_graph", "allow", "2026-03-16T10:00:00.000Z"),
+            entry(
+                3,
+                "alice",
+                "read_graph",
+                "allow",
+                "2026-03-16T11:00:00.000Z",
+            ),
+            entry(
+                4,
+                "alice",
+                "delete_relations",
+                "require_approval",
+                "2026-03-16T12:00:00.000Z",
+            ),
+        ];
+        let text: String = lines
+            .iter()
+            .map(|entry| serde_json::to_string(entry).unwrap() + "\n")
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        let log = path.to_str().unwrap();
+        let ids = |args: &[&str]| -> Vec<String> {
+            let args = log_args(&[&["--log", log], args].concat());
+            read_matching(&path, &args)
+                .unwrap()
+                .into_iter()
+                .map(|entry| entry.id)
+                .collect()
+        };
+        assert_eq!(ids(&[]).len(), 4);
+        assert_eq!(
+            ids(&["--principal", "alice"]),
+            ["call-1", "call-3", "call-4"]
+        );
+        assert_eq!(ids(&["--tool", "delete_*"]), ["call-1", "call-4"]);
+        assert_eq!(
+            ids(&["--decision", "allow", "--principal", "alice"]),
+            ["call-3"]
+        );
+        assert_eq!(
+            ids(&["--since", "2026-03-16T12:30:00+02:00"]),
+            ["call-3", "call-4"]
+        );
+        assert_eq!(ids(&["--upstream", "web"]), Vec::<String>::new());
+        // An unknown decision is refused by clap.
+        #[derive(Parser, Debug)]
+        struct Command {
+            #[command(flatten)]
+            args: LogArgs,
+        }
+        assert!(Command::try_parse_from(["log", "--log", log, "--decision", "maybe"]).is_err());
+        // One of --log and --config is needed.
+        assert!(Command::try_parse_from(["log"]).is_err());
+    }
+
+    #[test]
+    fn the_table_escapes_every_field() {
+        let mut hostile = entry(
+            1,
+            "eve\u{1b}[2J",
+            "rm\n-rf",
+            "deny",
+            "2026-03-16T09:00:00.000Z",
+        );
+        hostile.rule = Some("rule[0] (deny \u{202e}*)".into());
+        let text = table(&[hostile]);
+        // The header alone is styled (bold); no field brings its own codes.
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert!(rows.iter().all(|row| !row.contains('\u{1b}')), "{text}");
+        assert!(!text.contains('\u{202e}'), "{text}");
+        assert!(text.contains("eve\\u{1b}[2J"), "{text}");
+        assert!(text.contains("rm\\n-rf"), "{text}");
+        assert!(text.contains("destructive(asserted)"), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.ends_with("1 entry\n"));
+    }
+
+    #[test]
+    fn a_malformed_line_is_an_error_naming_its_number() {
+        let scratch = Scratch::new("malformed");
+        let path = scratch.0.join("audit.jsonl");
+        let good = serde_json::to_string(&entry(1, "a", "t", "allow", &now())).unwrap();
+        std::fs::write(&path, format!("{good}\n\n{{\"time\": 1}}\n")).unwrap();
+        let args = log_args(&["--log", path.to_str().unwrap()]);
+        let error = read_matching(&path, &args).unwrap_err();
+        assert!(
+            error.starts_with(&format!("{}:3: not an audit log entry: ", path.display())),
+            "{error}"
+        );
+        // A bad time is reported only when --since needs it.
+        let mut bad_time = entry(1, "a", "t", "allow", "yesterday");
+        bad_time.phase = "finished".into();
+        std::fs::write(&path, serde_json::to_string(&bad_time).unwrap() + "\n").unwrap();
+        assert_eq!(read_matching(&path, &args).unwrap().len(), 1);
+        let since = log_args(&["--log", "x", "--since", "2026-01-01T00:00:00Z"]);
+        let error = read_matching(&path, &since).unwrap_err();
+        assert!(
+            error.contains(":1: time: `yesterday` is not an RFC 3339 time"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_log_path_comes_from_the_config_file() {
+        let scratch = Scratch::new("config");
+        let config = scratch.0.join("gateway.toml");
+        std::fs::write(
+            &config,
+            "[admin]\ntoken_env = \"UNSET_VARIABLE_FOR_THE_TEST\"\n[log]\npath = \"audit.jsonl\"\n",
+        )
+        .unwrap();
+        assert_eq!(log_path_of(&config).unwrap(), scratch.0.join("audit.jsonl"));
+        std::fs::write(&config, "[log]\nraw_arguments = true\n").unwrap();
+        assert!(
+            log_path_of(&config)
+                .unwrap_err()
+                .ends_with("log.path: missing")
+        );
+    }
+}

@@ -1,0 +1,890 @@
+//! Hints turned into policy: the effective hints of a tool (asserted by the
+//! operator, else declared by the server, else the spec default), the
+//! rules that match a call, their precedence, and rate limits.
+//!
+//! DESIGN.md, "Gateway words": an asserted hint outranks the server's
+//! declared one, and each hint the gateway acts on keeps its source. Among
+//! the rules that match a call, deny > require_approval > rate_limit >
+//! allow; when none matches, `policy.default` decides.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use mcp_hints::{Hint, Provenance, ToolHints};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::config::{Config, DefaultAction, RuleAction, RuleConfig};
+
+/// Where a hint's effective value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// `"asserted"`: an `[[assert]]` of the operator set it; it outranks
+    /// the server.
+    Asserted,
+    /// `"declared"`: the server's tool definition set it.
+    Declared,
+    /// `"defaulted"`: nobody set it; the spec default.
+    Defaulted,
+}
+
+impl Source {
+    /// `"asserted"`, `"declared"` or `"defaulted"`, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Asserted => "asserted",
+            Source::Declared => "declared",
+            Source::Defaulted => "defaulted",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Provenance> for Source {
+    fn from(provenance: Provenance) -> Source {
+        match provenance {
+            Provenance::Declared => Source::Declared,
+            Provenance::Defaulted => Source::Defaulted,
+        }
+    }
+}
+
+/// The four hints of one tool as the gateway acts on them, each with its
+/// source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EffectiveHints {
+    /// Value and source of each hint, indexed by `Hint as usize`
+    /// ([`Hint::ALL`] order).
+    pub values: [(bool, Source); 4],
+}
+
+impl EffectiveHints {
+    /// One hint's value and source.
+    pub fn get(&self, hint: Hint) -> (bool, Source) {
+        self.values[hint as usize]
+    }
+
+    /// The four hints as `ToolAnnotations` members, all explicit:
+    /// `{"readOnlyHint": false, "destructiveHint": true, ...}`, for the tool
+    /// definitions the gateway serves.
+    pub fn to_annotations(&self) -> Map<String, Value> {
+        Hint::ALL
+            .iter()
+            .map(|hint| (hint.wire_name().to_owned(), Value::Bool(self.get(*hint).0)))
+            .collect()
+    }
+
+    /// Whether `predicate`'s hint holds, read as the spec means it:
+    /// `destructiveHint` and `idempotentHint` are meaningful only when
+    /// `readOnlyHint` is false, so a read-only tool is never destructive
+    /// and always idempotent (whatever its other two hints say, often
+    /// defaults); `readOnlyHint` and `openWorldHint` are read as they are.
+    pub fn holds(&self, hint: Hint) -> bool {
+        let read_only = self.get(Hint::ReadOnly).0;
+        let value = self.get(hint).0;
+        match hint {
+            Hint::ReadOnly | Hint::OpenWorld => value,
+            Hint::Destructive => !read_only && value,
+            Hint::Idempotent => read_only || value,
+        }
+    }
+}
+
+/// Serialises as `{"readOnlyHint": {"value": true, "source": "declared"},
+/// ...}`, the four hints in schema order (the audit log's `hints`).
+impl Serialize for EffectiveHints {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Entry {
+            value: bool,
+            source: Source,
+        }
+        let mut map = serializer.serialize_map(Some(4))?;
+        for hint in Hint::ALL {
+            let (value, source) = self.get(hint);
+            map.serialize_entry(hint.wire_name(), &Entry { value, source })?;
+        }
+        map.end()
+    }
+}
+
+/// The hints the gateway acts on for `upstream`'s tool `tool` (its own
+/// name, not namespaced), whose definition gave `served`.
+///
+/// Each hint starts as the server has it (declared, or defaulted); every
+/// `[[assert]]` whose `upstream` and `tool` globs match, in file order,
+/// overwrites the hints it names, so a later assert outranks an earlier
+/// one and any assert outranks the server.
+pub fn effective_hints(
+    config: &Config,
+    upstream: &str,
+    tool: &str,
+    served: &ToolHints,
+) -> EffectiveHints {
+    let mut values = Hint::ALL.map(|hint| {
+        let served = served.get(hint);
+        (served.value, Source::from(served.provenance))
+    });
+    for assert in &config.asserts {
+        if assert.upstream.matches(upstream) && assert.tool.matches(tool) {
+            for hint in Hint::ALL {
+                if let Some(value) = assert.hints[hint as usize] {
+                    values[hint as usize] = (value, Source::Asserted);
+                }
+            }
+        }
+    }
+    EffectiveHints { values }
+}
+
+/// One call, as the rules see it.
+#[derive(Clone, Copy, Debug)]
+pub struct CallScope<'a> {
+    /// The upstream's name.
+    pub upstream: &'a str,
+    /// The upstream's own name of the tool (not `UPSTREAM__TOOL`).
+    pub tool: &'a str,
+    /// The caller's principal (`local` over stdio).
+    pub principal: &'a str,
+    /// The tool's effective hints ([`effective_hints`]).
+    pub hints: &'a EffectiveHints,
+}
+
+/// What a parked call becomes when its rule's timeout passes
+/// (`on_expiry`); serialised lowercase, `"deny"` or `"approve"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expiry {
+    /// `"deny"` (the default): the call is refused.
+    Deny,
+    /// `"approve"`: the call goes on.
+    Approve,
+}
+
+/// The policy's decision on one call. `rule` is an index into
+/// [`Config::rules`] (`rule[0]` in messages; [`Policy::describe`] names
+/// it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The call goes on: under an `allow` rule or a `rate_limit` rule with
+    /// room (the first such matching rule), or with `None` when no rule
+    /// matched and `policy.default` is allow.
+    Allow {
+        /// The rule that let it through; `None`: the default.
+        rule: Option<usize>,
+    },
+    /// The call is refused: by the first matching `deny` rule, or with
+    /// `None` when no rule matched and `policy.default` is deny.
+    Deny {
+        /// The rule that refused it; `None`: the default.
+        rule: Option<usize>,
+    },
+    /// The call waits for an approver: the first matching
+    /// `require_approval` rule, when no `deny` rule matched.
+    RequireApproval {
+        /// The rule.
+        rule: usize,
+        /// How long to wait for an approver.
+        timeout: Duration,
+        /// What the call becomes when nobody answers in time.
+        on_expiry: Expiry,
+    },
+    /// The call is refused for now: a matching `rate_limit` rule has had
+    /// `limit` calls from this principal in the last `window` (no deny or
+    /// require_approval rule matched).
+    RateLimited {
+        /// The full rule (of several full ones, the one that frees up
+        /// last).
+        rule: usize,
+        /// Its `limit`.
+        limit: u32,
+        /// Its window.
+        window: Duration,
+        /// When the call would find room under this rule: the oldest
+        /// counted call leaves the window.
+        retry_after: Duration,
+    },
+}
+
+/// The rules of one config, with the rate-limit state: built once, shared
+/// by every call (`&self`; the state is behind a mutex, so one decision,
+/// its checks and its counting, is atomic).
+pub struct Policy {
+    rules: Vec<RuleConfig>,
+    default: DefaultAction,
+    /// Per (rule index, principal): the instants of the calls counted in
+    /// the current window, oldest first, at most `limit` of them.
+    ///
+    /// A sliding log rather than `governor`: governor's GCRA spreads the
+    /// quota (one call per window/N after a burst of N), so a window can
+    /// see up to 2N-1 calls; "N calls per window" is exactly this log,
+    /// which stays small because it never holds more than `limit`
+    /// entries. Keys are bounded by rules x principals, both from the
+    /// config (plus `local`).
+    windows: Mutex<HashMap<(usize, String), VecDeque<Instant>>>,
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("rules", &self.rules.len())
+            .field("default", &self.default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    /// The policy of `config`'s `[[rule]]`s and `policy.default`, with no
+    /// call counted yet.
+    pub fn new(config: &Config) -> Policy {
+        Policy {
+            rules: config.rules.clone(),
+            default: config.policy.default,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Decides `call` at `now` (pass `Instant::now()`; tests pass their
+    /// own instants).
+    ///
+    /// A rule matches when its `upstream`, `tool` and `principal` globs
+    /// match and every `when` predicate holds ([`EffectiveHints::holds`]).
+    /// Among the matching rules: any `deny` refuses; else any
+    /// `require_approval` parks; else, when `rate_limit` rules match, each
+    /// must have room in its window for this principal, and then the call
+    /// counts against every one of them and is allowed, else it is
+    /// [`Verdict::RateLimited`] and counts against none; else any `allow`
+    /// allows; else `policy.default`. A call is counted only when it is
+    /// allowed this way, so refused and parked calls use no quota.
+    pub fn decide(&self, call: &CallScope<'_>, now: Instant) -> Verdict {
+        let matching: Vec<usize> = (0..self.rules.len())
+            .filter(|index| self.matches(&self.rules[*index], call))
+            .collect();
+        let first = |wanted: fn(&RuleAction) -> bool| {
+            matching
+                .iter()
+                .copied()
+                .find(|index| wanted(&self.rules[*index].action))
+        };
+        if let Some(rule) = first(|action| matches!(action, RuleAction::Deny)) {
+            return Verdict::Deny { rule: Some(rule) };
+        }
+        if let Some(rule) = first(|action| matches!(action, RuleAction::RequireApproval { .. })) {
+            let RuleAction::RequireApproval { timeout, on_expiry } = self.rules[rule].action else {
+                unreachable!("found as require_approval");
+            };
+            return Verdict::RequireApproval {
+                rule,
+                timeout,
+                on_expiry,
+            };
+        }
+        let limits: Vec<(usize, u32, Duration)> = matching
+            .iter()
+            .filter_map(|index| match self.rules[*index].action {
+                RuleAction::RateLimit { limit, window } => Some((*index, limit, window)),
+                _ => None,
+            })
+            .collect();
+        if !limits.is_empty() {
+            return self.count(&limits, call.principal, now);
+        }
+        if let Some(rule) = first(|action| matches!(action, RuleAction::Allow)) {
+            return Verdict::Allow { rule: Some(rule) };
+        }
+        match self.default {
+            DefaultAction::Allow => Verdict::Allow { rule: None },
+            DefaultAction::Deny => Verdict::Deny { rule: None },
+        }
+    }
+
+    /// Every rate limit in `limits` (rule, limit, window) must have room
+    /// for `principal`; then the call counts against all of them.
+    fn count(&self, limits: &[(usize, u32, Duration)], principal: &str, now: Instant) -> Verdict {
+        // The state is a set of instants: a panic elsewhere cannot leave it
+        // half-written in a way that matters, so a poisoned lock is used.
+        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut full: Option<Verdict> = None;
+        for &(rule, limit, window) in limits {
+            let calls = windows.entry((rule, principal.to_owned())).or_default();
+            // A call leaves the window `window` after it was counted.
+            while calls
+                .front()
+                .is_some_and(|oldest| now.saturating_duration_since(*oldest) >= window)
+            {
+                calls.pop_front();
+            }
+            if calls.len() >= limit as usize {
+                let oldest = calls.front().copied().unwrap_or(now);
+                let retry_after = window.saturating_sub(now.saturating_duration_since(oldest));
+                let later = match full {
+                    Some(Verdict::RateLimited {
+                        retry_after: worst, ..
+                    }) => retry_after > worst,
+                    _ => true,
+                };
+                if later {
+                    full = Some(Verdict::RateLimited {
+                        rule,
+                        limit,
+                        window,
+                        retry_after,
+                    });
+                }
+            }
+        }
+        if let Some(verdict) = full {
+            return verdict;
+        }
+        for &(rule, _, _) in limits {
+            windows
+                .entry((rule, principal.to_owned()))
+                .or_default()
+                .push_back(now);
+        }
+        Verdict::Allow {
+            rule: Some(limits[0].0),
+        }
+    }
+
+    fn matches(&self, rule: &RuleConfig, call: &CallScope<'_>) -> bool {
+        rule.upstream.matches(call.upstream)
+            && rule.tool.matches(call.tool)
+            && rule.principal.matches(call.principal)
+            && rule
+                .when
+                .iter()
+                .all(|predicate| call.hints.holds(predicate.hint) == predicate.holds)
+    }
+
+    /// Rule `rule` in words, for the audit log and refusals: `rule[2] (deny
+    /// delete_* when destructive)`. The target is the tool glob, prefixed
+    /// `UPSTREAM__` (as clients see names) unless the upstream glob is `*`;
+    /// then ` when P and Q`, ` for PRINCIPAL` (unless `*`), and the
+    /// action's numbers: `, 10 per 60 s` or `, expires after 300 s as
+    /// deny`. An index past the rules gives just `rule[N]`.
+    pub fn describe(&self, rule: usize) -> String {
+        let Some(config) = self.rules.get(rule) else {
+            return format!("rule[{rule}]");
+        };
+        let mut text = format!("rule[{rule}] ({} ", config.action.name());
+        if config.upstream.as_str() != "*" {
+            text.push_str(config.upstream.as_str());
+            text.push_str(super::SEPARATOR);
+        }
+        text.push_str(config.tool.as_str());
+        for (index, predicate) in config.when.iter().enumerate() {
+            text.push_str(if index == 0 { " when " } else { " and " });
+            text.push_str(&predicate.to_string());
+        }
+        if config.principal.as_str() != "*" {
+            text.push_str(" for ");
+            text.push_str(config.principal.as_str());
+        }
+        match config.action {
+            RuleAction::RateLimit { limit, window } => {
+                text.push_str(&format!(", {limit} per {} s", window.as_secs()));
+            }
+            RuleAction::RequireApproval { timeout, on_expiry } => {
+                let expiry = match on_expiry {
+                    Expiry::Deny => "deny",
+                    Expiry::Approve => "approve",
+                };
+                text.push_str(&format!(
+                    ", expires after {} s as {expiry}",
+                    timeout.as_secs()
+                ));
+            }
+            RuleAction::Deny | RuleAction::Allow => {}
+        }
+        text.push(')');
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::gateway::config::parse_with_env;
+
+    const HEAD: &str = "[log]\npath = \"a.jsonl\"\n\
+                        [[upstream]]\nname = \"notes\"\ncommand = [\"x\"]\n\
+                        [[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+
+    fn config(rest: &str) -> Config {
+        parse_with_env(&format!("{HEAD}{rest}"), Path::new("g.toml"), &|_| None)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn served(annotations: Value) -> ToolHints {
+        ToolHints::from_json(Some(&annotations), None).unwrap()
+    }
+
+    /// Hints with every source `declared`, from (read_only, destructive,
+    /// idempotent, open_world).
+    fn hints(
+        read_only: bool,
+        destructive: bool,
+        idempotent: bool,
+        open_world: bool,
+    ) -> EffectiveHints {
+        EffectiveHints {
+            values: [read_only, destructive, idempotent, open_world].map(|v| (v, Source::Declared)),
+        }
+    }
+
+    /// A write: not read-only, destructive, not idempotent, closed world.
+    const WRITE: (bool, bool, bool, bool) = (false, true, false, false);
+
+    fn call<'a>(
+        upstream: &'a str,
+        tool: &'a str,
+        principal: &'a str,
+        hints: &'a EffectiveHints,
+    ) -> CallScope<'a> {
+        CallScope {
+            upstream,
+            tool,
+            principal,
+            hints,
+        }
+    }
+
+    fn write() -> EffectiveHints {
+        hints(WRITE.0, WRITE.1, WRITE.2, WRITE.3)
+    }
+
+    #[test]
+    fn served_hints_keep_their_provenance_when_nothing_is_asserted() {
+        let config = config("");
+        let effective = effective_hints(
+            &config,
+            "notes",
+            "add_note",
+            &served(json!({"readOnlyHint": false, "idempotentHint": true})),
+        );
+        assert_eq!(
+            effective.values,
+            [
+                (false, Source::Declared),
+                (true, Source::Defaulted),
+                (true, Source::Declared),
+                (true, Source::Defaulted),
+            ]
+        );
+        // Nothing declared at all: the spec defaults, every one defaulted.
+        let bare = effective_hints(&config, "notes", "x", &served(json!({})));
+        assert_eq!(
+            bare.values,
+            [
+                (false, Source::Defaulted),
+                (true, Source::Defaulted),
+                (false, Source::Defaulted),
+                (true, Source::Defaulted),
+            ]
+        );
+    }
+
+    #[test]
+    fn asserted_hints_outrank_declared_ones_and_later_asserts_win() {
+        let config = config(
+            "[[assert]]\ntool = \"*delete*\"\ndestructiveHint = true\nreadOnlyHint = false\n\
+             [[assert]]\nupstream = \"notes\"\ntool = \"delete_*\"\ndestructiveHint = false\n\
+             [[assert]]\nupstream = \"web\"\nopenWorldHint = true\n",
+        );
+        let declared = served(json!({
+            "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false
+        }));
+        let effective = effective_hints(&config, "notes", "delete_note", &declared);
+        assert_eq!(
+            effective.values,
+            [
+                (false, Source::Asserted),
+                // assert[1] comes later than assert[0]: its false wins.
+                (false, Source::Asserted),
+                (true, Source::Declared),
+                (false, Source::Declared),
+            ]
+        );
+        // assert[1] is for notes only; assert[2] for web only.
+        let on_web = effective_hints(&config, "web", "delete_note", &declared);
+        assert_eq!(
+            on_web.values,
+            [
+                (false, Source::Asserted),
+                (true, Source::Asserted),
+                (true, Source::Declared),
+                (true, Source::Asserted),
+            ]
+        );
+        let untouched = effective_hints(&config, "notes", "list_notes", &declared);
+        assert!(
+            untouched
+                .values
+                .iter()
+                .all(|(_, source)| *source == Source::Declared)
+        );
+    }
+
+    #[test]
+    fn hints_serialise_with_their_sources_and_as_annotations() {
+        let mut effective = hints(true, false, true, false);
+        effective.values[3] = (true, Source::Asserted);
+        effective.values[1] = (false, Source::Defaulted);
+        assert_eq!(
+            serde_json::to_value(effective).unwrap(),
+            json!({
+                "readOnlyHint": {"value": true, "source": "declared"},
+                "destructiveHint": {"value": false, "source": "defaulted"},
+                "idempotentHint": {"value": true, "source": "declared"},
+                "openWorldHint": {"value": true, "source": "asserted"},
+            })
+        );
+        assert_eq!(
+            Value::Object(effective.to_annotations()),
+            json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true})
+        );
+        assert_eq!(effective.get(Hint::OpenWorld), (true, Source::Asserted));
+        assert_eq!(
+            serde_json::to_value(Expiry::Approve).unwrap(),
+            json!("approve")
+        );
+    }
+
+    #[test]
+    fn no_matching_rule_leaves_it_to_the_default() {
+        let hints = write();
+        let now = Instant::now();
+        let allow = Policy::new(&config(""));
+        assert_eq!(
+            allow.decide(&call("notes", "add", "alice", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+        let deny = Policy::new(&config(
+            "[policy]\ndefault = \"deny\"\n[[rule]]\naction = \"allow\"\ntool = \"list_*\"\n",
+        ));
+        assert_eq!(
+            deny.decide(&call("notes", "add", "alice", &hints), now),
+            Verdict::Deny { rule: None }
+        );
+        assert_eq!(
+            deny.decide(&call("notes", "list_notes", "alice", &hints), now),
+            Verdict::Allow { rule: Some(0) }
+        );
+    }
+
+    #[test]
+    fn rules_match_by_upstream_tool_and_principal_globs() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"deny\"\nupstream = \"web\"\ntool = \"delete_*\"\nprincipal = \"b*\"\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        assert_eq!(
+            policy.decide(&call("web", "delete_x", "bob", &hints), now),
+            Verdict::Deny { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&call("notes", "delete_x", "bob", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+        assert_eq!(
+            policy.decide(&call("web", "add_x", "bob", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+        assert_eq!(
+            policy.decide(&call("web", "delete_x", "alice", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+        // The tool glob reads the upstream's own name, not `web__delete_x`.
+        assert_eq!(
+            policy.decide(&call("web", "web__delete_x", "bob", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+    }
+
+    #[test]
+    fn when_predicates_all_hold_with_not() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"deny\"\nwhen = [\"destructive\", \"not idempotent\"]\n\
+             [[rule]]\naction = \"require_approval\"\nwhen = [\"open_world\", \"not read_only\"]\n",
+        ));
+        let now = Instant::now();
+        let verdict = |h: EffectiveHints| policy.decide(&call("notes", "t", "alice", &h), now);
+        assert_eq!(
+            verdict(hints(false, true, false, false)),
+            Verdict::Deny { rule: Some(0) }
+        );
+        // Idempotent: `not idempotent` fails, rule[0] does not match.
+        assert_eq!(
+            verdict(hints(false, true, true, false)),
+            Verdict::Allow { rule: None }
+        );
+        assert_eq!(
+            verdict(hints(false, false, false, true)),
+            Verdict::RequireApproval {
+                rule: 1,
+                timeout: Duration::from_secs(300),
+                on_expiry: Expiry::Deny
+            }
+        );
+        // Read-only: destructiveHint true and idempotentHint false mean
+        // nothing (the spec); neither rule matches.
+        assert_eq!(
+            verdict(hints(true, true, false, true)),
+            Verdict::Allow { rule: None }
+        );
+    }
+
+    #[test]
+    fn predicates_read_hints_as_the_spec_means_them() {
+        let read_only = hints(true, true, false, true);
+        assert!(read_only.holds(Hint::ReadOnly));
+        assert!(!read_only.holds(Hint::Destructive));
+        assert!(read_only.holds(Hint::Idempotent));
+        assert!(read_only.holds(Hint::OpenWorld));
+        let write = write();
+        assert!(!write.holds(Hint::ReadOnly));
+        assert!(write.holds(Hint::Destructive));
+        assert!(!write.holds(Hint::Idempotent));
+        assert!(!write.holds(Hint::OpenWorld));
+    }
+
+    #[test]
+    fn deny_outranks_every_other_action() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"allow\"\n[[rule]]\naction = \"rate_limit\"\nlimit = 5\nwindow_secs = 60\n\
+             [[rule]]\naction = \"require_approval\"\n[[rule]]\naction = \"deny\"\ntool = \"drop\"\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        assert_eq!(
+            policy.decide(&call("notes", "drop", "alice", &hints), now),
+            Verdict::Deny { rule: Some(3) }
+        );
+        assert!(matches!(
+            policy.decide(&call("notes", "other", "alice", &hints), now),
+            Verdict::RequireApproval { rule: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn require_approval_outranks_rate_limit_and_allow_and_counts_nothing() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"allow\"\n[[rule]]\naction = \"rate_limit\"\nlimit = 1\nwindow_secs = 60\n\
+             [[rule]]\naction = \"require_approval\"\nprincipal = \"bob\"\ntimeout_secs = 9\non_expiry = \"approve\"\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(
+                policy.decide(&call("notes", "t", "bob", &hints), now),
+                Verdict::RequireApproval {
+                    rule: 2,
+                    timeout: Duration::from_secs(9),
+                    on_expiry: Expiry::Approve
+                }
+            );
+        }
+        // Bob's parked calls used none of the rate limit, and his quota is
+        // his own.
+        let alice = call("notes", "t", "alice", &hints);
+        assert_eq!(policy.decide(&alice, now), Verdict::Allow { rule: Some(1) });
+        assert!(matches!(
+            policy.decide(&alice, now),
+            Verdict::RateLimited { rule: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn rate_limit_outranks_allow() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"allow\"\n[[rule]]\naction = \"rate_limit\"\nlimit = 1\nwindow_secs = 10\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        let scope = call("notes", "t", "alice", &hints);
+        assert_eq!(policy.decide(&scope, now), Verdict::Allow { rule: Some(1) });
+        assert_eq!(
+            policy.decide(&scope, now + Duration::from_secs(4)),
+            Verdict::RateLimited {
+                rule: 1,
+                limit: 1,
+                window: Duration::from_secs(10),
+                retry_after: Duration::from_secs(6)
+            }
+        );
+    }
+
+    #[test]
+    fn rate_limit_counts_allowed_calls_and_recovers_after_the_window() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"rate_limit\"\nupstream = \"notes\"\ntool = \"forecast\"\nlimit = 2\nwindow_secs = 60\n",
+        ));
+        let hints = write();
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let scope = call("notes", "forecast", "alice", &hints);
+        assert_eq!(
+            policy.decide(&scope, at(0)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&scope, at(10)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        // Refused calls are not counted: however many, the window frees up
+        // when the first counted call is 60 s old.
+        for secs in [20, 30, 59] {
+            assert_eq!(
+                policy.decide(&scope, at(secs)),
+                Verdict::RateLimited {
+                    rule: 0,
+                    limit: 2,
+                    window: Duration::from_secs(60),
+                    retry_after: Duration::from_secs(60 - secs)
+                }
+            );
+        }
+        assert_eq!(
+            policy.decide(&scope, at(60)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&scope, at(61)),
+            Verdict::RateLimited {
+                rule: 0,
+                limit: 2,
+                window: Duration::from_secs(60),
+                retry_after: Duration::from_secs(9)
+            }
+        );
+        // Another principal, and a tool outside the rule, are not limited.
+        assert_eq!(
+            policy.decide(&call("notes", "forecast", "bob", &hints), at(61)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&call("notes", "other", "alice", &hints), at(61)),
+            Verdict::Allow { rule: None }
+        );
+        // Long after: the whole quota again.
+        assert_eq!(
+            policy.decide(&scope, at(500)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&scope, at(500)),
+            Verdict::Allow { rule: Some(0) }
+        );
+        assert!(matches!(
+            policy.decide(&scope, at(500)),
+            Verdict::RateLimited { .. }
+        ));
+    }
+
+    #[test]
+    fn every_matching_rate_limit_must_have_room_and_all_count() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"rate_limit\"\nlimit = 3\nwindow_secs = 100\n\
+             [[rule]]\naction = \"rate_limit\"\ntool = \"t\"\nlimit = 1\nwindow_secs = 10\n",
+        ));
+        let hints = write();
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let t = call("notes", "t", "alice", &hints);
+        let u = call("notes", "u", "alice", &hints);
+        assert_eq!(policy.decide(&t, at(0)), Verdict::Allow { rule: Some(0) });
+        // rule[1] is full: refused, and rule[0] does not count it.
+        assert_eq!(
+            policy.decide(&t, at(1)),
+            Verdict::RateLimited {
+                rule: 1,
+                limit: 1,
+                window: Duration::from_secs(10),
+                retry_after: Duration::from_secs(9)
+            }
+        );
+        assert_eq!(policy.decide(&u, at(2)), Verdict::Allow { rule: Some(0) });
+        assert_eq!(policy.decide(&t, at(10)), Verdict::Allow { rule: Some(0) });
+        // rule[0] has counted 0, 2 and 10: full until 100; rule[1] until 20.
+        // The verdict names the one that frees up last.
+        assert_eq!(
+            policy.decide(&t, at(11)),
+            Verdict::RateLimited {
+                rule: 0,
+                limit: 3,
+                window: Duration::from_secs(100),
+                retry_after: Duration::from_secs(89)
+            }
+        );
+    }
+
+    #[test]
+    fn decisions_are_shared_across_threads() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"rate_limit\"\nlimit = 50\nwindow_secs = 60\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        let allowed = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        (0..40)
+                            .filter(|_| {
+                                matches!(
+                                    policy.decide(&call("notes", "t", "alice", &hints), now),
+                                    Verdict::Allow { .. }
+                                )
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .sum::<usize>()
+        });
+        assert_eq!(allowed, 50);
+    }
+
+    #[test]
+    fn rules_are_described_for_logs_and_refusals() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"deny\"\ntool = \"delete_*\"\nwhen = [\"destructive\"]\n\
+             [[rule]]\naction = \"rate_limit\"\nupstream = \"notes\"\ntool = \"forecast\"\nlimit = 2\nwindow_secs = 600\n\
+             [[rule]]\naction = \"require_approval\"\nprincipal = \"bob\"\nwhen = [\"open_world\", \"not read_only\"]\n\
+             timeout_secs = 60\non_expiry = \"approve\"\n\
+             [[rule]]\naction = \"allow\"\n",
+        ));
+        assert_eq!(
+            policy.describe(0),
+            "rule[0] (deny delete_* when destructive)"
+        );
+        assert_eq!(
+            policy.describe(1),
+            "rule[1] (rate_limit notes__forecast, 2 per 600 s)"
+        );
+        assert_eq!(
+            policy.describe(2),
+            "rule[2] (require_approval * when open_world and not read_only for bob, expires after 60 s as approve)"
+        );
+        assert_eq!(policy.describe(3), "rule[3] (allow *)");
+        assert_eq!(policy.describe(9), "rule[9]");
+    }
+}
