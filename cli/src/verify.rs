@@ -511,7 +511,7 @@ fn verify_error(error: &VerifyError, server: &str) -> String {
             error,
         } => {
             let mut message = format!(
-                "{server} stopped answering in run {run}, after {}:\n",
+                "{server} failed in run {run}, after {}:\n",
                 count(sequence.len(), "call", "calls")
             );
             message.push_str(&numbered(sequence));
@@ -521,6 +521,8 @@ fn verify_error(error: &VerifyError, server: &str) -> String {
         VerifyError::Start { run, error } => {
             format!("run {run}: {server} could not be started: {error}")
         }
+        // Its paths are the server's member names.
+        error @ VerifyError::UnstableSnapshot { .. } => shown(&error.to_string()).into_owned(),
         error => error.to_string(),
     }
 }

@@ -466,7 +466,7 @@ fn a_server_that_dies_mid_sequence_is_exit_2_with_the_sequence() {
     let lines: Vec<&str> = outcome.stderr.lines().collect();
     assert!(
         lines[0].starts_with("error: MCP server `")
-            && lines[0].ends_with("` stopped answering in run 1, after 3 calls:"),
+            && lines[0].ends_with("` failed in run 1, after 3 calls:"),
         "{}",
         outcome.stderr
     );

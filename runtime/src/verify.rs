@@ -3,7 +3,7 @@
 //! server's state, the way property-based testing checks a stateful system.
 //!
 //! A **snapshot** is the JSON a read-back returns (a read-only tool the
-//! user names, or a closure over a server's state in [`crate::testing`]).
+//! user names, or a closure over a server's state in `mcp_hints::testing` (feature `testing`)).
 //! After each call of a tool T:
 //!
 //! | T declares | checked |
@@ -30,7 +30,7 @@
 //! server.
 //!
 //! Behind cargo feature `verify`. The `mcp-hints verify` command runs it
-//! against any server; [`crate::testing`] (feature `testing`) against a
+//! against any server; `mcp_hints::testing` (feature `testing`) (feature `testing`) against a
 //! `#[tool_router]` server in process.
 
 mod generate;
@@ -333,6 +333,19 @@ pub enum VerifyError {
         /// Why.
         error: SystemError,
     },
+    /// The snapshot changed with no call between two reads (a clock, a
+    /// counter of reads in it): no hint can be checked against it.
+    #[error(
+        "run {run}: the snapshot changed between two reads with no call between them ({}), so \
+         no hint can be checked against it: name a snapshot of the state alone",
+        paths(difference)
+    )]
+    UnstableSnapshot {
+        /// The run, from 1.
+        run: u32,
+        /// What changed between the two reads.
+        difference: Vec<Change>,
+    },
     /// A system failed in the middle of a run (it died, or its snapshot
     /// failed): the calls made so far, the failing one last.
     #[error("run {run}: the server failed after {} call(s): {error}", sequence.len())]
@@ -347,6 +360,21 @@ pub enum VerifyError {
     },
 }
 
+/// The paths of `changes`, `/` for the whole snapshot, comma-separated.
+fn paths(changes: &[Change]) -> String {
+    let paths: Vec<&str> = changes
+        .iter()
+        .map(|change| {
+            if change.path.is_empty() {
+                "/"
+            } else {
+                change.path.as_str()
+            }
+        })
+        .collect();
+    paths.join(", ")
+}
+
 /// Checks every promised hint of `tools` against the behaviour of systems
 /// `start` makes, as the [module](self) says.
 ///
@@ -358,6 +386,8 @@ pub enum VerifyError {
 ///
 /// [`VerifyError::UnknownExampleTool`] before anything starts;
 /// [`VerifyError::Start`] when a run's system does not start;
+/// [`VerifyError::UnstableSnapshot`] when two reads with no call between
+/// them differ;
 /// [`VerifyError::Died`] when one fails mid-run. A system that fails while
 /// a finding is shrunk only ends that replay.
 pub async fn verify<S: Start>(
@@ -405,6 +435,8 @@ struct Verification<'a> {
     unchecked: Vec<Unchecked>,
     findings: Vec<Finding>,
     calls: u64,
+    /// A snapshot was a scalar: destructiveHint cannot be checked on it.
+    scalar_snapshot: bool,
 }
 
 impl<'a> Verification<'a> {
@@ -477,6 +509,7 @@ impl<'a> Verification<'a> {
             unchecked,
             findings: Vec::new(),
             calls: 0,
+            scalar_snapshot: false,
         }
     }
 
@@ -520,6 +553,22 @@ impl<'a> Verification<'a> {
             .snapshot()
             .await
             .map_err(|error| died(executed, error))?;
+        // Read twice before any call: a snapshot that changes by itself (a
+        // clock, a counter of reads) would make every tool look like it
+        // lied.
+        let again = system
+            .snapshot()
+            .await
+            .map_err(|error| died(executed, error))?;
+        if !snapshot::same(&snapshot, &again) {
+            return Err(VerifyError::UnstableSnapshot {
+                run,
+                difference: snapshot::difference(&snapshot, &again),
+            });
+        }
+        if !(snapshot.is_object() || snapshot.is_array()) {
+            self.scalar_snapshot = true;
+        }
         pool.absorb(&snapshot);
         let total: usize = self.playable.iter().map(|tool| tool.weight).sum();
         for _ in 0..self.options.steps {
@@ -556,6 +605,9 @@ impl<'a> Verification<'a> {
             for hint in &claims {
                 let held = match hint {
                     Hint::ReadOnly => snapshot::same(&before, &after),
+                    // A string or number has no parts to keep: any
+                    // change of it would look destructive.
+                    Hint::Destructive if self.scalar_snapshot => true,
                     Hint::Destructive => snapshot::keeps(&before, &after),
                     _ => true,
                 };
@@ -738,6 +790,16 @@ impl<'a> Verification<'a> {
         let mut checked = Vec::new();
         let mut unchecked = self.unchecked;
         for ((tool, hint), standing) in self.standing {
+            if hint == Hint::Destructive && self.scalar_snapshot && !standing.found {
+                unchecked.push(Unchecked {
+                    tool,
+                    hint,
+                    reason: "the snapshot is not a JSON object or array, so what a call kept \
+                             cannot be told from what it changed"
+                        .to_owned(),
+                });
+                continue;
+            }
             if standing.times > 0 || standing.found {
                 checked.push(Checked {
                     tool,

@@ -20,6 +20,11 @@ const MINIMAL_DEPTH: usize = 6;
 /// required member on every step has no finite value.
 const MAX_DEPTH: usize = 24;
 
+/// The most subschemas one draw visits: `anyOf` branches tried in turn
+/// multiply, so a hostile schema (a `$ref` to an `anyOf` of itself) would
+/// otherwise take exponential time before any call is made.
+const MAX_VISITS: usize = 20_000;
+
 /// The strings a run draws from besides its pool.
 const WORDS: [&str; 8] = [
     "alpha", "beta", "gamma", "delta", "note", "item-1", "item-2", "x",
@@ -88,16 +93,39 @@ pub(crate) struct Generator<'a> {
     root: &'a Value,
     rng: &'a mut fastrand::Rng,
     pool: &'a Pool,
+    visits: usize,
 }
 
 impl<'a> Generator<'a> {
     pub(crate) fn new(root: &'a Value, rng: &'a mut fastrand::Rng, pool: &'a Pool) -> Self {
-        Generator { root, rng, pool }
+        Generator {
+            root,
+            rng,
+            pool,
+            visits: 0,
+        }
     }
 
     /// A value of the whole schema: a tool's arguments object.
     pub(crate) fn arguments(&mut self) -> Result<Map<String, Value>, Unsatisfiable> {
-        match self.value(self.root, String::new(), 0)? {
+        // Arguments are always an object: a root that says nothing of its
+        // type (`{}`, only `additionalProperties`) is an object schema.
+        let root = match self.root {
+            Value::Object(schema)
+                if !schema.contains_key("type")
+                    && !schema.contains_key("$ref")
+                    && !["anyOf", "oneOf", "allOf", "enum", "const"]
+                        .iter()
+                        .any(|key| schema.contains_key(*key)) =>
+            {
+                let mut schema = schema.clone();
+                schema.insert("type".to_owned(), Value::String("object".to_owned()));
+                Value::Object(schema)
+            }
+            Value::Bool(true) => serde_json::json!({"type": "object"}),
+            other => other.clone(),
+        };
+        match self.value(&root, String::new(), 0)? {
             Value::Object(map) => Ok(map),
             other => Err(Unsatisfiable {
                 at: String::new(),
@@ -114,6 +142,12 @@ impl<'a> Generator<'a> {
             at: at.clone(),
             reason,
         };
+        self.visits += 1;
+        if self.visits > MAX_VISITS {
+            return Err(fail(format!(
+                "no value found within {MAX_VISITS} subschemas (nested `anyOf`/`oneOf` branches multiply)"
+            )));
+        }
         if depth > MAX_DEPTH {
             return Err(fail(format!(
                 "nested more than {MAX_DEPTH} deep (a $ref cycle no value ends)"
@@ -681,6 +715,26 @@ mod tests {
         // An optional member no value meets is left out instead.
         let optional = json!({"type": "object", "properties": {"a": false}});
         assert_eq!(draw(optional, 1).unwrap(), Map::new());
+    }
+
+    #[test]
+    fn a_root_without_a_type_is_an_object() {
+        assert!(draw(json!({}), 1).is_ok());
+        assert!(draw(json!({"additionalProperties": {"type": "string"}}), 1).is_ok());
+        assert!(draw(json!(true), 1).is_ok());
+    }
+
+    #[test]
+    fn a_schema_whose_branches_multiply_is_given_up_on_quickly() {
+        let branches: Vec<Value> = (0..8).map(|_| json!({"$ref": "#/$defs/a"})).collect();
+        let schema = json!({
+            "type": "object",
+            "$defs": {"a": {"anyOf": branches}},
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+            "required": ["x"],
+        });
+        let error = draw(schema, 1).unwrap_err();
+        assert!(error.reason.contains("within 20000 subschemas"), "{error}");
     }
 
     #[test]

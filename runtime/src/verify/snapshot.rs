@@ -15,8 +15,10 @@ const MAX_CHANGES: usize = 50;
 /// members in any order.
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y || matches!((x.as_f64(), y.as_f64()), (Some(x), Some(y)) if x == y)
+        // Integers compare exactly (beyond 2^53 an f64 would call two of
+        // them equal); only a float on either side compares by value.
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            matches!((x.as_f64(), y.as_f64()), (Some(x), Some(y)) if x == y)
         }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
@@ -165,6 +167,10 @@ mod tests {
             &json!({"b": [1], "a": 1.0})
         ));
         assert!(!same(&json!([1, 2]), &json!([2, 1])));
+        assert!(!same(
+            &json!(9_007_199_254_740_992_u64),
+            &json!(9_007_199_254_740_993_u64)
+        ));
         assert!(!same(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     }
 

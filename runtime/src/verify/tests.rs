@@ -451,3 +451,87 @@ fn every_run_and_replay_starts_afresh() {
     assert!(start.starts > 4, "{}", start.starts);
     assert_eq!(report.runs, 4);
 }
+
+/// A system whose snapshot has a clock in it, or is prose.
+struct Clocked {
+    reads: u64,
+    prose: bool,
+}
+
+impl Start for Clocked {
+    type System = Clocked;
+
+    async fn start(&mut self) -> Result<Clocked, SystemError> {
+        Ok(Clocked {
+            reads: 0,
+            prose: self.prose,
+        })
+    }
+}
+
+impl System for Clocked {
+    async fn call(&mut self, call: &Call) -> Result<Answer, SystemError> {
+        if call.tool == "append" {
+            self.reads += 1;
+        }
+        Ok(ok())
+    }
+
+    async fn snapshot(&mut self) -> Result<Value, SystemError> {
+        if self.prose {
+            // Stable, but a sentence: nothing in it to keep.
+            return Ok(json!(format!("There are {} items.", self.reads)));
+        }
+        self.reads += 1;
+        Ok(json!({"items": [], "now": self.reads}))
+    }
+
+    async fn close(self) {}
+}
+
+#[test]
+fn a_snapshot_that_changes_by_itself_is_refused_before_any_call() {
+    let listed = under_test(&tools());
+    let mut start = Clocked {
+        reads: 0,
+        prose: false,
+    };
+    let error = block_on(verify(&listed, &mut start, &Options::default())).unwrap_err();
+    assert!(
+        matches!(error, VerifyError::UnstableSnapshot { run: 1, .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "run 1: the snapshot changed between two reads with no call between them (/now), so no \
+         hint can be checked against it: name a snapshot of the state alone"
+    );
+}
+
+#[test]
+fn a_prose_snapshot_leaves_destructive_hints_unchecked() {
+    let listed = under_test(&tools());
+    let mut start = Clocked {
+        reads: 0,
+        prose: true,
+    };
+    let report = block_on(verify(&listed, &mut start, &Options::default())).unwrap();
+    assert!(
+        !report
+            .findings
+            .iter()
+            .any(|finding| finding.hint == Hint::Destructive),
+        "{:?}",
+        report.findings
+    );
+    let append = report
+        .unchecked
+        .iter()
+        .find(|unchecked| unchecked.tool == "append" && unchecked.hint == Hint::Destructive)
+        .expect("append's destructiveHint is unchecked");
+    assert!(
+        append
+            .reason
+            .starts_with("the snapshot is not a JSON object or array")
+    );
+}
