@@ -411,7 +411,7 @@ fn name_problem(name: &str) -> Option<String> {
 /// What clients that allow only `[A-Za-z0-9_-]` in function names (OpenAI's
 /// and Anthropic's tool APIs among them) make of a name: every other
 /// character becomes `_`.
-fn client_safe(name: &str) -> String {
+pub(crate) fn client_safe(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {

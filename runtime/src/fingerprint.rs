@@ -123,9 +123,11 @@ impl Fingerprint {
     }
 }
 
-/// `sha256:` and the 64 hex digits of SHA-256 over `value`'s RFC 8785
-/// canonical JSON.
-pub(crate) fn digest(value: &impl Serialize) -> String {
+/// `sha256:` and the 64 lowercase hex digits of SHA-256 over `value`'s
+/// RFC 8785 canonical JSON (members sorted, numbers in their shortest
+/// form, so key order and `1` vs `1.0` give the same digest): the digest a
+/// [`Fingerprint`] holds, for any JSON value (a call's arguments, say).
+pub fn digest(value: &impl Serialize) -> String {
     /// Feeds the canonical JSON straight into the hash, with no buffer.
     struct Hashing(Sha256);
     impl std::io::Write for Hashing {

@@ -19,7 +19,6 @@ use std::time::SystemTime;
 use clap::{ArgGroup, Args};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::table::{Cell, render};
 
@@ -97,31 +96,14 @@ pub fn now() -> String {
 /// whitespace, numbers in their shortest form, so `{"b":1.0,"a":2}` and
 /// `{"a":2,"b":1}` have one digest), as 64 lowercase hex digits.
 ///
-/// The same canonical form as [`mcp_hints::fingerprint`] hashes; that
-/// module keeps its digest function private, so the same two crates are
-/// called here.
+/// [`mcp_hints::fingerprint::digest`] without its `sha256:` prefix (the
+/// field's name says it).
 pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
-    /// Feeds the canonical JSON straight into the hash, with no buffer.
-    struct Hashing(Sha256);
-    impl Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    let digest = mcp_hints::fingerprint::digest(arguments);
+    match digest.strip_prefix("sha256:") {
+        Some(hex) => hex.to_owned(),
+        None => digest,
     }
-    let mut hashing = Hashing(Sha256::new());
-    // Canonicalising a JSON value cannot fail: its numbers are finite and
-    // its keys strings.
-    let _ = serde_json_canonicalizer::to_writer(arguments, &mut hashing);
-    hashing
-        .0
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 /// Why an entry could not be written: the log's path, what was being done

@@ -86,15 +86,8 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 /// `name` as a client that keeps only `[A-Za-z0-9_-]` sees it: every other
 /// character replaced with `_`.
 pub fn normalised(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    // The same reading as lint's colliding_tool_names rule.
+    crate::lint::client_safe(name)
 }
 
 /// Checks the namespaced names a gateway would serve: none over
