@@ -230,42 +230,22 @@ pub struct LiveTargetArgs {
     /// A stdio server to spawn: everything after `--`.
     #[arg(last = true, value_name = "COMMAND", conflicts_with = "url")]
     pub command: Vec<OsString>,
-    /// Seconds each request to a live server may take, from its first byte
-    /// sent to the last byte of the answer (the stdio server/discover probe
-    /// waits 10 at most); also the most a `--reset` may take.
-    #[arg(
-        long,
-        value_name = "SECS",
-        default_value = "30",
-        value_parser = parse_seconds,
-        allow_negative_numbers = true
-    )]
-    pub timeout: std::time::Duration,
-    /// The client capabilities declared in `initialize`, or in every
-    /// request's `_meta` under 2026-07-28, as a JSON object.
-    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_capabilities)]
-    pub capabilities: serde_json::Value,
-    /// Speak this MCP revision and no other (2026-07-28, 2025-11-25,
-    /// 2025-06-18, 2025-03-26 or 2024-11-05), as `audit` does.
-    #[arg(long, value_name = "VERSION")]
-    pub protocol_version: Option<ProtocolVersion>,
-    /// The most bytes one message from the server may have (a stdout line,
-    /// an HTTP body, an SSE event): more is exit 2. A number of bytes, or
-    /// with KiB, MiB or GiB.
-    #[arg(
-        long,
-        value_name = "BYTES",
-        default_value = "64MiB",
-        value_parser = parse_bytes
-    )]
-    pub max_response_bytes: usize,
-    /// An HTTP header for --url servers, e.g. `Authorization: Bearer …`
-    /// (repeatable).
-    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
-    pub headers: Vec<(String, String)>,
-    /// The most tools/list pages accepted before giving up.
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = parse_max_pages)]
-    pub max_pages: usize,
+    /// How to talk to it.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+impl ConnectArgs {
+    /// The live client's options these name.
+    pub fn live_options(&self) -> crate::live::LiveOptions {
+        crate::live::LiveOptions {
+            timeout: self.timeout,
+            capabilities: self.capabilities.clone(),
+            protocol_version: self.protocol_version,
+            headers: self.headers.clone(),
+            max_response_bytes: self.max_response_bytes,
+        }
+    }
 }
 
 impl LiveTargetArgs {
@@ -275,12 +255,7 @@ impl LiveTargetArgs {
             files: Vec::new(),
             url: self.url.clone(),
             command: self.command.clone(),
-            timeout: self.timeout,
-            capabilities: self.capabilities.clone(),
-            protocol_version: self.protocol_version,
-            max_response_bytes: self.max_response_bytes,
-            headers: self.headers.clone(),
-            max_pages: self.max_pages,
+            connect: self.connect.clone(),
         }
     }
 }
@@ -298,9 +273,18 @@ pub struct TargetArgs {
     /// A stdio server to spawn: everything after `--`.
     #[arg(last = true, value_name = "COMMAND", conflicts_with_all = ["files", "url"])]
     pub command: Vec<OsString>,
+    /// How to talk to it.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// How to talk to a live server: the options every subcommand that starts
+/// or reaches one shares.
+#[derive(Clone, Debug, Args)]
+pub struct ConnectArgs {
     /// Seconds each request to a live server may take, from its first byte
     /// sent to the last byte of the answer (the stdio server/discover probe
-    /// waits 10 at most).
+    /// waits 10 at most); for verify, also the most a `--reset` may take.
     #[arg(
         long,
         value_name = "SECS",

@@ -201,7 +201,7 @@ fn written(result: std::io::Result<()>) -> Result<(), String> {
 async fn audit(args: AuditArgs) -> Result<u8, String> {
     let lock = args.pinned.as_deref().map(audit::read_lock).transpose()?;
     let options = CollectOptions {
-        max_pages: args.target.max_pages,
+        max_pages: args.target.connect.max_pages,
         fingerprints: lock.is_some(),
         keep_definitions: lock.is_some(),
     };
@@ -259,7 +259,7 @@ fn enabled_rules(args: &LintArgs) -> Result<Vec<Rule>, String> {
 async fn lint(args: LintArgs) -> Result<u8, String> {
     let rules = enabled_rules(&args)?;
     let options = CollectOptions {
-        max_pages: args.target.max_pages,
+        max_pages: args.target.connect.max_pages,
         fingerprints: false,
         keep_definitions: true,
     };
@@ -354,7 +354,7 @@ fn lint_text(findings: &[Finding], tools: usize, deny: bool) -> String {
 
 async fn pin(args: PinArgs) -> Result<u8, String> {
     let options = CollectOptions {
-        max_pages: args.target.max_pages,
+        max_pages: args.target.connect.max_pages,
         fingerprints: true,
         keep_definitions: true,
     };

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::args::TargetArgs;
-use crate::live::{LiveError, LiveOptions, LiveTarget, Negotiation, Page, Session};
+use crate::live::{LiveError, LiveTarget, Negotiation, Page, Session};
 use crate::text::{one_line, shown};
 
 /// Where the tools came from, for the report.
@@ -207,6 +207,19 @@ impl fmt::Display for SourceError {
 
 /// Fetches the complete tool list of `target`.
 ///
+/// The live server `--url` or the command after `--` names; `None` for
+/// neither.
+pub fn live_target(url: Option<&str>, command: &[std::ffi::OsString]) -> Option<LiveTarget> {
+    if let Some(url) = url {
+        return Some(LiveTarget::Url(url.to_owned()));
+    }
+    let (program, args) = command.split_first()?;
+    Some(LiveTarget::Command {
+        program: program.clone(),
+        args: args.to_vec(),
+    })
+}
+
 /// # Errors
 ///
 /// [`SourceError`]: a bad target, an unreadable page file, a live server
@@ -215,7 +228,7 @@ pub async fn fetch(
     target: &TargetArgs,
     options: CollectOptions,
 ) -> Result<(ToolList, Origin), SourceError> {
-    if !target.headers.is_empty() && target.url.is_none() {
+    if !target.connect.headers.is_empty() && target.url.is_none() {
         return Err(SourceError::HeaderWithoutUrl);
     }
     if !target.files.is_empty() {
@@ -228,23 +241,8 @@ pub async fn fetch(
             },
         ));
     }
-    let live = if let Some(url) = &target.url {
-        LiveTarget::Url(url.clone())
-    } else if let Some((program, args)) = target.command.split_first() {
-        LiveTarget::Command {
-            program: program.clone(),
-            args: args.to_vec(),
-        }
-    } else {
-        return Err(SourceError::NoTarget);
-    };
-    let live_options = LiveOptions {
-        timeout: target.timeout,
-        capabilities: target.capabilities.clone(),
-        protocol_version: target.protocol_version,
-        headers: target.headers.clone(),
-        max_response_bytes: target.max_response_bytes,
-    };
+    let live = live_target(target.url.as_deref(), &target.command).ok_or(SourceError::NoTarget)?;
+    let live_options = target.connect.live_options();
     let mut session = Session::connect(&live, &live_options)
         .await
         .map_err(SourceError::Live)?;
@@ -255,7 +253,7 @@ pub async fn fetch(
         server_info: session.server_info().cloned(),
         server_capabilities: session.opening_result().get("capabilities").cloned(),
         negotiation: session.negotiation().clone(),
-        capabilities: target.capabilities.clone(),
+        capabilities: target.connect.capabilities.clone(),
         page_fields,
     };
     session.close().await;

@@ -56,7 +56,7 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
             .map_err(|error| format!("--skip {}: {error}", shown(glob)))?;
     }
     let collect = CollectOptions {
-        max_pages: args.target.max_pages,
+        max_pages: args.target.connect.max_pages,
         fingerprints: false,
         keep_definitions: true,
     };
@@ -87,15 +87,9 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
     }
     let mut start = LiveStart {
         target,
-        options: LiveOptions {
-            timeout: args.target.timeout,
-            capabilities: args.target.capabilities.clone(),
-            protocol_version: args.target.protocol_version,
-            headers: args.target.headers.clone(),
-            max_response_bytes: args.target.max_response_bytes,
-        },
+        options: args.target.connect.live_options(),
         reset: args.reset.clone(),
-        timeout: args.target.timeout,
+        timeout: args.target.connect.timeout,
         snapshot: Snapshot {
             tool: args.snapshot.clone(),
             arguments: args.snapshot_args.clone(),
@@ -131,19 +125,11 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
 /// The server to start for each run: a URL or a command.
 fn live_target(args: &VerifyArgs) -> Result<LiveTarget, String> {
     let target = &args.target;
-    if !target.headers.is_empty() && target.url.is_none() {
+    if !target.connect.headers.is_empty() && target.url.is_none() {
         return Err(SourceError::HeaderWithoutUrl.to_string());
     }
-    if let Some(url) = &target.url {
-        return Ok(LiveTarget::Url(url.clone()));
-    }
-    match target.command.split_first() {
-        Some((program, args)) => Ok(LiveTarget::Command {
-            program: program.clone(),
-            args: args.to_vec(),
-        }),
-        None => Err("no server given: pass --url URL or -- COMMAND ARGS...".to_owned()),
-    }
+    source::live_target(target.url.as_deref(), &target.command)
+        .ok_or_else(|| "no server given: pass --url URL or -- COMMAND ARGS...".to_owned())
 }
 
 /// The snapshot tool must be on the list and declared read-only: a

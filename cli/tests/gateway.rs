@@ -1019,60 +1019,6 @@ fn stdio_clients_are_principal_local() {
     assert!(entries.iter().all(|entry| entry["principal"] == "local"));
 }
 
-/// (p50, p99) of `ms`, in milliseconds.
-fn percentiles(ms: &Value) -> (f64, f64) {
-    let mut ms: Vec<f64> = ms
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.5), at(0.99))
-}
-
-/// Latency of `notes__list_notes` through the gateway against the same
-/// call sent to `notes --http` directly, from the Python SDK client: run
-/// with `cargo test -p mcp-hints-cli --test gateway -- --ignored bench
-/// --nocapture` (a debug build unless `--release`).
-#[test]
-#[ignore = "a measurement, not a check"]
-fn bench_call_through_gateway_vs_direct() {
-    let dir = scratch("bench");
-    let port = peers::free_port();
-    let notes = notes_server();
-    let _direct = peers::HttpPeer::start(
-        Command::new(&notes).args(["--http", &format!("127.0.0.1:{port}")]),
-        port,
-    );
-    let direct_url = format!("http://127.0.0.1:{port}/mcp");
-    let config = fx_config(
-        &dir,
-        &[],
-        &format!("[[upstream]]\nname = \"notes-http\"\nurl = \"{direct_url}\"\ntrusted = true\n"),
-    );
-    let gateway = Gateway::start(&dir, &config);
-    let n = 300;
-    let bench = |name: &str| {
-        json!([
-            { "op": "bench", "name": name, "arguments": {}, "n": 20 },
-            { "op": "bench", "name": name, "arguments": {}, "n": n },
-        ])
-    };
-    let straight = python(&direct_url, "", "auto", &bench("list_notes"), "");
-    let via_stdio = gateway.python(TOKEN, "auto", &bench("notes__list_notes"));
-    let via_http = gateway.python(TOKEN, "auto", &bench("notes-http__list_notes"));
-    for (what, session) in [
-        ("direct (notes over HTTP)", &straight),
-        ("gateway -> notes over stdio", &via_stdio),
-        ("gateway -> notes over HTTP", &via_http),
-    ] {
-        let (p50, p99) = percentiles(&session["results"][1]["ms"]);
-        println!("{what}: p50 {p50:.2} ms, p99 {p99:.2} ms ({n} calls)");
-    }
-}
-
 #[test]
 fn an_upstream_that_would_not_start_serves_once_it_can() {
     let dir = scratch("late");

@@ -591,27 +591,14 @@ impl<'a> Verification<'a> {
             let name = playable.tool.name.clone();
 
             let before = snapshot;
-            executed.push(call.clone());
-            self.calls += 1;
-            let answer = system
-                .call(&call)
-                .await
-                .map_err(|error| died(executed, error))?;
-            let after = system
-                .snapshot()
+            let (answer, after) = self
+                .send(system, &call, executed)
                 .await
                 .map_err(|error| died(executed, error))?;
             let mut broken = Vec::new();
-            for hint in &claims {
-                let held = match hint {
-                    Hint::ReadOnly => snapshot::same(&before, &after),
-                    // A string or number has no parts to keep: any
-                    // change of it would look destructive.
-                    Hint::Destructive if self.scalar_snapshot => true,
-                    Hint::Destructive => snapshot::keeps(&before, &after),
-                    _ => true,
-                };
-                if !held {
+            // idempotentHint is checked on the repeat below.
+            for hint in claims.iter().filter(|hint| **hint != Hint::Idempotent) {
+                if !self.holds(*hint, &before, &after) {
                     broken.push((*hint, executed.clone(), before.clone(), after.clone()));
                 }
             }
@@ -620,17 +607,11 @@ impl<'a> Verification<'a> {
                 // Again at once, with the same arguments: a second call of
                 // its own in the sequence, so replays repeat it too.
                 let before = snapshot;
-                executed.push(call.clone());
-                self.calls += 1;
-                let again = system
-                    .call(&call)
+                let (again, after) = self
+                    .send(system, &call, executed)
                     .await
                     .map_err(|error| died(executed, error))?;
-                let after = system
-                    .snapshot()
-                    .await
-                    .map_err(|error| died(executed, error))?;
-                if !snapshot::same(&before, &after) {
+                if !self.holds(Hint::Idempotent, &before, &after) {
                     broken.push((Hint::Idempotent, executed.clone(), before, after.clone()));
                 }
                 if !again.succeeded() {
@@ -661,6 +642,32 @@ impl<'a> Verification<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Sends `call` (recorded in `executed`) and reads the snapshot after it.
+    async fn send<Y: System>(
+        &mut self,
+        system: &mut Y,
+        call: &Call,
+        executed: &mut Vec<Call>,
+    ) -> Result<(Answer, Value), SystemError> {
+        executed.push(call.clone());
+        self.calls += 1;
+        let answer = system.call(call).await?;
+        Ok((answer, system.snapshot().await?))
+    }
+
+    /// Whether `hint` held over a call whose snapshots were `before` and
+    /// `after` (for idempotentHint: the repeat's).
+    fn holds(&self, hint: Hint, before: &Value, after: &Value) -> bool {
+        match hint {
+            // A string or number has no parts to keep: any change of it
+            // would look destructive.
+            Hint::Destructive if self.scalar_snapshot => true,
+            Hint::Destructive => snapshot::keeps(before, after),
+            Hint::ReadOnly | Hint::Idempotent => snapshot::same(before, after),
+            Hint::OpenWorld => true,
+        }
     }
 
     /// The next call of `playable[index]`: an example or generated
@@ -775,11 +782,7 @@ impl<'a> Verification<'a> {
             self.calls += 1;
             system.call(last).await.ok()?;
             let after = system.snapshot().await.ok()?;
-            let held = match hint {
-                Hint::Destructive => snapshot::keeps(&before, &after),
-                _ => snapshot::same(&before, &after),
-            };
-            (!held).then_some((before, after))
+            (!self.holds(hint, &before, &after)).then_some((before, after))
         }
         .await;
         system.close().await;
