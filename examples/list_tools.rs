@@ -101,6 +101,7 @@ fn table(tools: &[Tool]) -> String {
             let provenance = match value.provenance {
                 Provenance::Declared => "declared",
                 Provenance::Defaulted => "DEFAULTED",
+                Provenance::Asserted => "asserted",
             };
             format!("{} ({provenance})", value.value)
         }));

@@ -706,6 +706,135 @@ fn lost_responses_are_resent_only_when_replay_safe() {
     assert_eq!(peek["outcome"], "completed", "{peek}");
 }
 
+/// How many times counter-server finished `tool`, from its executions
+/// file.
+fn finished_runs(executions: &Path, tool: &str) -> usize {
+    std::fs::read_to_string(executions)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| *line == format!("done {tool}"))
+        .count()
+}
+
+#[test]
+fn lost_responses_through_a_fault_proxy_are_resent_by_the_asserted_hints() {
+    // counter-server (trusted) behind fault-proxy, which swallows the first
+    // response of each tool: the gateway's call times out after running.
+    let dir = scratch("fault-proxy");
+    let executions = dir.join("executions.txt");
+    let mut command = vec![
+        support::faults_binary("fault-proxy")
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    for tool in ["read", "append", "set_value", "append_keyed"] {
+        command.extend(["--fault".to_owned(), format!("drop-response:{tool}@1")]);
+    }
+    command.extend([
+        "--log".to_owned(),
+        dir.join("faults.jsonl").to_string_lossy().into_owned(),
+        "stdio".to_owned(),
+        "--".to_owned(),
+        support::faults_binary("counter-server")
+            .to_string_lossy()
+            .into_owned(),
+        "--executions".to_owned(),
+        executions.to_string_lossy().into_owned(),
+    ]);
+    let config = format!(
+        r#"[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "alice"
+token = "{TOKEN}"
+
+[log]
+path = "audit.jsonl"
+
+[[upstream]]
+name = "counter"
+command = {command}
+trusted = true
+call_timeout_secs = 2
+
+# The server says set_value is idempotent; the operator says otherwise.
+[[assert]]
+upstream = "counter"
+tool = "set_value"
+idempotentHint = false
+"#,
+        command = toml_list(&command),
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            { "op": "list" },
+            call("counter__read", json!({})),
+            call("counter__append", json!({ "text": "a" })),
+            call("counter__set_value", json!({ "name": "n", "value": "1" })),
+            call("counter__append_keyed", json!({ "text": "k" })),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    let context = gateway.stderr();
+    let listed = by_name(&results[0]);
+    assert_eq!(
+        listed["counter__set_value"]["annotations"]["idempotentHint"], false,
+        "the asserted hint is what clients see"
+    );
+    // Read-only on a trusted upstream: resent, and answered.
+    assert_eq!(results[1]["isError"], false, "{}\n{context}", results[1]);
+    // An additive write: not resent; the agent is told to read back.
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    assert!(text(&results[2]).contains("delivery of `append` is unknown after 1 attempt"));
+    // Declared idempotent, asserted not: the operator's word decides.
+    assert_eq!(results[3]["isError"], true, "{}", results[3]);
+    let lost = text(&results[3]);
+    assert!(
+        lost.contains("idempotentHint is false (asserted)"),
+        "{lost}"
+    );
+    assert!(lost.contains("unknown after 1 attempt"), "{lost}");
+    // Keyed: resent with the same key, and run once.
+    assert_eq!(results[4]["isError"], false, "{}\n{context}", results[4]);
+    // What ran upstream: the read twice (harmless), every write once.
+    assert_eq!(finished_runs(&executions, "read"), 2);
+    assert_eq!(finished_runs(&executions, "append"), 1);
+    assert_eq!(finished_runs(&executions, "set_value"), 1);
+    assert_eq!(finished_runs(&executions, "append_keyed"), 1);
+    let fired = std::fs::read_to_string(dir.join("faults.jsonl")).unwrap();
+    assert_eq!(fired.lines().count(), 4, "{fired}");
+    let finished: Vec<(String, String, u64)> = gateway
+        .log()
+        .into_iter()
+        .filter(|entry| entry["phase"] == "finished")
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap().to_owned(),
+                entry["outcome"].as_str().unwrap().to_owned(),
+                entry["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("read", "completed", 2),
+        ("append", "delivery_unknown", 1),
+        ("set_value", "delivery_unknown", 1),
+        ("append_keyed", "completed", 2),
+    ]
+    .map(|(tool, outcome, attempts)| (tool.to_owned(), outcome.to_owned(), attempts));
+    assert_eq!(finished, expected);
+    let decided = gateway
+        .log()
+        .into_iter()
+        .find(|entry| entry["tool"] == "set_value")
+        .unwrap();
+    assert_eq!(decided["hints"]["idempotentHint"]["source"], "asserted");
+}
+
 #[test]
 fn colliding_names_are_refused_at_start_with_both_named() {
     let dir = scratch("collide");

@@ -59,6 +59,7 @@ use serde_json::Value;
 use tower::retry::budget::{Budget, TpsBudget};
 
 use crate::collect::{CollectError, CollectOptions, Collector, ListedTool, ToolList};
+use crate::hints::ToolHints;
 use crate::idempotency::{REPLAYED_META_KEY, codes};
 use crate::policy::{Decision, Trust, Verdict};
 
@@ -359,6 +360,7 @@ impl<S: Service<RoleClient>> Connection for RunningService<RoleClient, S> {
 type BoxError = Box<dyn StdError + Send + Sync>;
 type ConnectFuture = Pin<Box<dyn Future<Output = Result<Box<dyn Connection>, BoxError>> + Send>>;
 type Connector = Arc<dyn Fn() -> ConnectFuture + Send + Sync>;
+type HintsHook = Arc<dyn Fn(&ListedTool) -> ToolHints + Send + Sync>;
 
 /// Builds a [`ReplaySafeClient`]; every option has the default of
 /// [`defaults`].
@@ -372,6 +374,7 @@ pub struct ReplaySafeClientBuilder {
     max_pages: usize,
     in_progress_wait: Option<Duration>,
     keys_survive_restarts: bool,
+    hints: Option<HintsHook>,
 }
 
 impl ReplaySafeClientBuilder {
@@ -438,6 +441,25 @@ impl ReplaySafeClientBuilder {
         self
     }
 
+    /// The hints each tool's calls are judged by, in place of the ones the
+    /// server lists: `hints` is given each tool as collected and returns its
+    /// hints, typically the server's with some overridden by the operator
+    /// ([`ToolHints::assert`], [`Provenance::Asserted`](crate::Provenance)),
+    /// as a gateway's `[[assert]]` does. It runs once per tool each time the
+    /// list is collected (at connect, [`refresh_tools`](ReplaySafeClient::refresh_tools)
+    /// and after a restart), and what it returns is what
+    /// [`ReplaySafeClient::tools`] shows and what the resend decision reads.
+    ///
+    /// Trust still comes first: on an untrusted server nothing is resent,
+    /// whatever the hints (DESIGN.md, "Consuming hints: policy").
+    pub fn hints(
+        mut self,
+        hints: impl Fn(&ListedTool) -> ToolHints + Send + Sync + 'static,
+    ) -> Self {
+        self.hints = Some(Arc::new(hints));
+        self
+    }
+
     /// The most `tools/list` pages collected (default
     /// [`defaults::MAX_PAGES`]).
     pub fn max_pages(mut self, max_pages: usize) -> Self {
@@ -498,6 +520,7 @@ impl ReplaySafeClientBuilder {
             max_pages: self.max_pages,
             in_progress_wait: self.in_progress_wait.unwrap_or(self.call_timeout),
             keys_survive_restarts: self.keys_survive_restarts,
+            hints: self.hints,
         };
         let tools = collect_tools(connection.peer(), &options).await?;
         let budget = self.budget.unwrap_or_else(|| {
@@ -531,6 +554,7 @@ struct Options {
     max_pages: usize,
     in_progress_wait: Duration,
     keys_survive_restarts: bool,
+    hints: Option<HintsHook>,
 }
 
 /// The connection and what is known of its server; cloned whole (a few
@@ -619,6 +643,7 @@ impl ReplaySafeClient {
             max_pages: defaults::MAX_PAGES,
             in_progress_wait: None,
             keys_survive_restarts: false,
+            hints: None,
         }
     }
 
@@ -1269,7 +1294,13 @@ async fn collect_tools(
             None => break,
         }
     }
-    Ok(collector.finish()?)
+    let mut tools = collector.finish()?;
+    if let Some(hints) = &options.hints {
+        for tool in &mut tools.tools {
+            tool.hints = hints(tool);
+        }
+    }
+    Ok(tools)
 }
 
 #[cfg(test)]

@@ -87,14 +87,20 @@ pub enum Provenance {
     Declared,
     /// Left to the spec default.
     Defaulted,
+    /// Set by the client's operator over the server's word, as a gateway's
+    /// `[[assert]]` does ([`ToolHints::assert`]); it outranks the server's
+    /// declared value (DESIGN.md, "Gateway words").
+    Asserted,
 }
 
 impl Provenance {
-    /// `"declared"` or `"defaulted"`, as in [`PROVENANCE_META_KEY`].
+    /// `"declared"` or `"defaulted"`, as in [`PROVENANCE_META_KEY`], or
+    /// `"asserted"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Provenance::Declared => "declared",
             Provenance::Defaulted => "defaulted",
+            Provenance::Asserted => "asserted",
         }
     }
 }
@@ -102,6 +108,13 @@ impl Provenance {
 impl fmt::Display for Provenance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A provenance serialises as [`Provenance::as_str`] (`"declared"`).
+impl serde::Serialize for Provenance {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -117,7 +130,7 @@ impl serde::Serialize for Hint {
 pub struct HintValue {
     /// The value a client acts on: the declared one, or the spec default.
     pub value: bool,
-    /// Whether [`value`](Self::value) was declared or defaulted.
+    /// Whether [`value`](Self::value) was declared, defaulted or asserted.
     pub provenance: Provenance,
 }
 
@@ -226,6 +239,15 @@ impl ToolHints {
     /// One hint's value and provenance.
     pub fn get(&self, hint: Hint) -> HintValue {
         self.0[hint as usize]
+    }
+
+    /// Sets `hint` to `value` as the operator's word
+    /// ([`Provenance::Asserted`]), whatever the server declared.
+    pub fn assert(&mut self, hint: Hint, value: bool) {
+        self.0[hint as usize] = HintValue {
+            value,
+            provenance: Provenance::Asserted,
+        };
     }
 
     /// The hints left to their spec defaults, in schema order.

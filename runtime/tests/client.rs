@@ -20,7 +20,7 @@ use mcp_hints::rmcp::model::RequestId;
 use mcp_hints::rmcp::service::RequestContext;
 use mcp_hints::rmcp::service::RunningService;
 use mcp_hints::rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
-use mcp_hints::{tool, tool_handler, tool_router};
+use mcp_hints::{Hint, Provenance, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -286,6 +286,54 @@ async fn lost_reads_and_idempotent_writes_are_resent_with_a_new_request() {
         text(client.call_tool(set).await.unwrap()),
         ("set x #3".to_owned(), 3)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn asserted_hints_decide_resends_in_place_of_the_servers() {
+    // The operator knows better than the server: `read` writes after all,
+    // and `append` is idempotent.
+    let world = World::default();
+    let serving = world.clone();
+    let client = ReplaySafeClient::builder()
+        .trust(Trust::Trusted)
+        .call_timeout(Duration::from_secs(1))
+        .hints(|tool| {
+            let mut hints = tool.hints;
+            match tool.name.as_str() {
+                "read" => {
+                    hints.assert(Hint::ReadOnly, false);
+                    hints.assert(Hint::Idempotent, false);
+                }
+                "append" => hints.assert(Hint::Idempotent, true),
+                _ => {}
+            }
+            hints
+        })
+        .connect(move || connect(serving.clone(), false))
+        .await
+        .unwrap();
+    let listed = client.tools().await;
+    let read = listed.get("read").unwrap().hints.get(Hint::ReadOnly);
+    assert_eq!((read.value, read.provenance), (false, Provenance::Asserted));
+
+    world.slow.store(1, Ordering::SeqCst);
+    let lost = lost(client.call_tool(ToolCall::new("read")).await.unwrap());
+    assert_eq!(
+        (lost.attempts, world.read_ids.lock().unwrap().len()),
+        (1, 1)
+    );
+    assert!(
+        lost.verdict
+            .reason
+            .contains("idempotentHint is false (asserted)"),
+        "{}",
+        lost.verdict.reason
+    );
+
+    world.slow.store(1, Ordering::SeqCst);
+    let done = client.call_tool(append("a")).await.unwrap();
+    assert_eq!(text(done), ("append a #2".to_owned(), 2));
+    assert_eq!(world.runs("append"), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -109,7 +109,8 @@ impl Catalogue {
             for tool in upstream.tools().iter() {
                 let name = namespaced(&upstream.name, &tool.name);
                 let served = ToolHints::of(tool);
-                let hints = policy::effective_hints(config, &upstream.name, &tool.name, &served);
+                let hints =
+                    policy::effective_hints(&config.asserts, &upstream.name, &tool.name, &served);
                 let definition = match serde_json::to_value(tool) {
                     Ok(Value::Object(definition)) => definition,
                     _ => Map::new(),

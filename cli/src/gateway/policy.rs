@@ -17,60 +17,24 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::config::{Config, DefaultAction, RuleAction, RuleConfig};
-
-/// Where a hint's effective value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// `"asserted"`: an `[[assert]]` of the operator set it; it outranks
-    /// the server.
-    Asserted,
-    /// `"declared"`: the server's tool definition set it.
-    Declared,
-    /// `"defaulted"`: nobody set it; the spec default.
-    Defaulted,
-}
-
-impl Source {
-    /// `"asserted"`, `"declared"` or `"defaulted"`, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Asserted => "asserted",
-            Source::Declared => "declared",
-            Source::Defaulted => "defaulted",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl From<Provenance> for Source {
-    fn from(provenance: Provenance) -> Source {
-        match provenance {
-            Provenance::Declared => Source::Declared,
-            Provenance::Defaulted => Source::Defaulted,
-        }
-    }
-}
+use super::config::{Assert, Config, DefaultAction, RuleAction, RuleConfig};
 
 /// The four hints of one tool as the gateway acts on them, each with its
-/// source.
+/// source: declared or defaulted by the server, or asserted by the
+/// operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EffectiveHints {
-    /// Value and source of each hint, indexed by `Hint as usize`
-    /// ([`Hint::ALL`] order).
-    pub values: [(bool, Source); 4],
-}
+pub struct EffectiveHints(pub ToolHints);
 
 impl EffectiveHints {
     /// One hint's value and source.
-    pub fn get(&self, hint: Hint) -> (bool, Source) {
-        self.values[hint as usize]
+    pub fn get(&self, hint: Hint) -> (bool, Provenance) {
+        let value = self.0.get(hint);
+        (value.value, value.provenance)
+    }
+
+    /// The four hints' values and sources, in [`Hint::ALL`] order.
+    pub fn values(&self) -> [(bool, Provenance); 4] {
+        Hint::ALL.map(|hint| self.get(hint))
     }
 
     /// The four hints as `ToolAnnotations` members, all explicit:
@@ -106,7 +70,7 @@ impl Serialize for EffectiveHints {
         #[derive(Serialize)]
         struct Entry {
             value: bool,
-            source: Source,
+            source: Provenance,
         }
         let mut map = serializer.serialize_map(Some(4))?;
         for hint in Hint::ALL {
@@ -124,26 +88,28 @@ impl Serialize for EffectiveHints {
 /// `[[assert]]` whose `upstream` and `tool` globs match, in file order,
 /// overwrites the hints it names, so a later assert outranks an earlier
 /// one and any assert outranks the server.
+///
+/// The replay-safe client of each upstream judges resends by the same
+/// hints (its [`hints`](mcp_hints::client::ReplaySafeClientBuilder::hints)
+/// hook calls this), so that what clients are shown is what the gateway
+/// acts on.
 pub fn effective_hints(
-    config: &Config,
+    asserts: &[Assert],
     upstream: &str,
     tool: &str,
     served: &ToolHints,
 ) -> EffectiveHints {
-    let mut values = Hint::ALL.map(|hint| {
-        let served = served.get(hint);
-        (served.value, Source::from(served.provenance))
-    });
-    for assert in &config.asserts {
+    let mut hints = *served;
+    for assert in asserts {
         if assert.upstream.matches(upstream) && assert.tool.matches(tool) {
             for hint in Hint::ALL {
                 if let Some(value) = assert.hints[hint as usize] {
-                    values[hint as usize] = (value, Source::Asserted);
+                    hints.assert(hint, value);
                 }
             }
         }
     }
-    EffectiveHints { values }
+    EffectiveHints(hints)
 }
 
 /// One call, as the rules see it.
@@ -441,9 +407,12 @@ mod tests {
         idempotent: bool,
         open_world: bool,
     ) -> EffectiveHints {
-        EffectiveHints {
-            values: [read_only, destructive, idempotent, open_world].map(|v| (v, Source::Declared)),
-        }
+        EffectiveHints(served(json!({
+            "readOnlyHint": read_only,
+            "destructiveHint": destructive,
+            "idempotentHint": idempotent,
+            "openWorldHint": open_world,
+        })))
     }
 
     /// A write: not read-only, destructive, not idempotent, closed world.
@@ -471,29 +440,29 @@ mod tests {
     fn served_hints_keep_their_provenance_when_nothing_is_asserted() {
         let config = config("");
         let effective = effective_hints(
-            &config,
+            &config.asserts,
             "notes",
             "add_note",
             &served(json!({"readOnlyHint": false, "idempotentHint": true})),
         );
         assert_eq!(
-            effective.values,
+            effective.values(),
             [
-                (false, Source::Declared),
-                (true, Source::Defaulted),
-                (true, Source::Declared),
-                (true, Source::Defaulted),
+                (false, Provenance::Declared),
+                (true, Provenance::Defaulted),
+                (true, Provenance::Declared),
+                (true, Provenance::Defaulted),
             ]
         );
         // Nothing declared at all: the spec defaults, every one defaulted.
-        let bare = effective_hints(&config, "notes", "x", &served(json!({})));
+        let bare = effective_hints(&config.asserts, "notes", "x", &served(json!({})));
         assert_eq!(
-            bare.values,
+            bare.values(),
             [
-                (false, Source::Defaulted),
-                (true, Source::Defaulted),
-                (false, Source::Defaulted),
-                (true, Source::Defaulted),
+                (false, Provenance::Defaulted),
+                (true, Provenance::Defaulted),
+                (false, Provenance::Defaulted),
+                (true, Provenance::Defaulted),
             ]
         );
     }
@@ -508,42 +477,43 @@ mod tests {
         let declared = served(json!({
             "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false
         }));
-        let effective = effective_hints(&config, "notes", "delete_note", &declared);
+        let effective = effective_hints(&config.asserts, "notes", "delete_note", &declared);
         assert_eq!(
-            effective.values,
+            effective.values(),
             [
-                (false, Source::Asserted),
+                (false, Provenance::Asserted),
                 // assert[1] comes later than assert[0]: its false wins.
-                (false, Source::Asserted),
-                (true, Source::Declared),
-                (false, Source::Declared),
+                (false, Provenance::Asserted),
+                (true, Provenance::Declared),
+                (false, Provenance::Declared),
             ]
         );
         // assert[1] is for notes only; assert[2] for web only.
-        let on_web = effective_hints(&config, "web", "delete_note", &declared);
+        let on_web = effective_hints(&config.asserts, "web", "delete_note", &declared);
         assert_eq!(
-            on_web.values,
+            on_web.values(),
             [
-                (false, Source::Asserted),
-                (true, Source::Asserted),
-                (true, Source::Declared),
-                (true, Source::Asserted),
+                (false, Provenance::Asserted),
+                (true, Provenance::Asserted),
+                (true, Provenance::Declared),
+                (true, Provenance::Asserted),
             ]
         );
-        let untouched = effective_hints(&config, "notes", "list_notes", &declared);
+        let untouched = effective_hints(&config.asserts, "notes", "list_notes", &declared);
         assert!(
             untouched
-                .values
+                .values()
                 .iter()
-                .all(|(_, source)| *source == Source::Declared)
+                .all(|(_, source)| *source == Provenance::Declared)
         );
     }
 
     #[test]
     fn hints_serialise_with_their_sources_and_as_annotations() {
-        let mut effective = hints(true, false, true, false);
-        effective.values[3] = (true, Source::Asserted);
-        effective.values[1] = (false, Source::Defaulted);
+        let mut effective = EffectiveHints(served(json!({
+            "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false
+        })));
+        effective.0.assert(Hint::OpenWorld, true);
         assert_eq!(
             serde_json::to_value(effective).unwrap(),
             json!({
@@ -557,7 +527,7 @@ mod tests {
             Value::Object(effective.to_annotations()),
             json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true})
         );
-        assert_eq!(effective.get(Hint::OpenWorld), (true, Source::Asserted));
+        assert_eq!(effective.get(Hint::OpenWorld), (true, Provenance::Asserted));
         assert_eq!(
             serde_json::to_value(Expiry::Approve).unwrap(),
             json!("approve")

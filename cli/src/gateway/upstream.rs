@@ -41,8 +41,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 use tower::retry::budget::{Budget, TpsBudget};
 
-use super::config::{Config, UpstreamConfig, UpstreamTransport};
+use super::config::{Assert, Config, UpstreamConfig, UpstreamTransport};
 use super::defaults;
+use super::policy::effective_hints;
 
 /// The `_meta` key of a listed tool whose upstream is unavailable: the
 /// reason, in words.
@@ -114,6 +115,7 @@ pub struct Upstream {
     config: UpstreamConfig,
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
+    asserts: Arc<Vec<Assert>>,
 }
 
 #[derive(Clone)]
@@ -176,7 +178,13 @@ impl Upstream {
         if self.state().client.is_some() {
             return false;
         }
-        match connect(&self.config, self.changed.clone(), self.secrets.clone()).await {
+        let connecting = connect(
+            &self.config,
+            self.changed.clone(),
+            self.secrets.clone(),
+            self.asserts.clone(),
+        );
+        match connecting.await {
             Ok((client, tools)) => {
                 let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
                 if state.client.is_some() || state.unavailable.as_deref() == Some(STOPPING) {
@@ -250,13 +258,15 @@ pub async fn connect_all(
     changed: mpsc::UnboundedSender<String>,
 ) -> Vec<Arc<Upstream>> {
     let secrets = secret_env_vars(config);
+    let asserts = Arc::new(config.asserts.clone());
     let mut connecting = tokio::task::JoinSet::new();
     for (index, upstream) in config.upstreams.iter().enumerate() {
         let upstream = upstream.clone();
         let changed = changed.clone();
         let secrets = secrets.clone();
+        let asserts = asserts.clone();
         connecting.spawn(async move {
-            let connected = connect(&upstream, changed, secrets).await;
+            let connected = connect(&upstream, changed, secrets, asserts).await;
             (index, upstream.name, connected)
         });
     }
@@ -289,6 +299,7 @@ pub async fn connect_all(
             config: config.upstreams[index].clone(),
             changed: changed.clone(),
             secrets: secrets.clone(),
+            asserts: asserts.clone(),
         }));
     }
     // A task that panicked leaves its upstream out (none is expected to).
@@ -338,12 +349,16 @@ impl ClientHandler for UpstreamHandler {
     }
 }
 
-/// Connects one upstream and lists its tools.
+/// Connects one upstream and lists its tools. Its resends are judged by
+/// the hints clients are shown: the server's under the operator's
+/// `asserts`.
 async fn connect(
     upstream: &UpstreamConfig,
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
+    asserts: Arc<Vec<Assert>>,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+    let upstream_name = upstream.name.clone();
     let handler = UpstreamHandler {
         name: upstream.name.clone(),
         changed,
@@ -355,7 +370,8 @@ async fn connect(
             Trust::Untrusted
         })
         .call_timeout(upstream.call_timeout)
-        .retry_budget(PrincipalBudget::default());
+        .retry_budget(PrincipalBudget::default())
+        .hints(move |tool| effective_hints(&asserts, &upstream_name, &tool.name, &tool.hints).0);
     let client = match &upstream.transport {
         UpstreamTransport::Command { program, args, env } => {
             let (program, args, env) = (program.clone(), args.clone(), env.clone());

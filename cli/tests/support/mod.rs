@@ -58,3 +58,26 @@ pub fn decisions(report: &Value) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A binary of the `mcp-hints-faults` package (`fault-proxy`,
+/// `counter-server`), built once per test binary and name.
+pub fn faults_binary(name: &'static str) -> PathBuf {
+    static PATHS: std::sync::Mutex<Vec<(&str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut paths = PATHS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = paths.iter().find(|(built, _)| *built == name) {
+        return path.clone();
+    }
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let path = escargot::CargoBuild::new()
+        .manifest_path(manifest)
+        .package("mcp-hints-faults")
+        .bin(name)
+        .run()
+        .unwrap_or_else(|error| panic!("build {name} of mcp-hints-faults: {error}"))
+        .path()
+        .to_owned();
+    paths.push((name, path.clone()));
+    path
+}
