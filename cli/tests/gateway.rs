@@ -996,6 +996,73 @@ on_expiry = "deny"
 }
 
 #[test]
+fn a_parked_call_nobody_answers_becomes_its_rules_on_expiry() {
+    let dir = scratch("approval-expiry");
+    let extra = format!(
+        r#"[admin]
+token = "{ADMIN_TOKEN}"
+
+[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "count"
+timeout_secs = 1
+on_expiry = "deny"
+
+[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "echo"
+timeout_secs = 1
+on_expiry = "approve"
+"#
+    );
+    let config = fx_config(&dir, &[], &extra).replace(
+        "http = \"127.0.0.1:0\"\n",
+        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            call("fx__count", json!({})),
+            call("fx__echo", json!({ "text": "went on" })),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    assert_eq!(results[0]["isError"], true, "{}", results[0]);
+    assert!(text(&results[0]).contains("expired"), "{}", results[0]);
+    assert_eq!(results[1]["isError"], false, "{}", results[1]);
+    assert_eq!(text(&results[1]), "went on");
+    assert_eq!(executions(&dir), 0, "the expired, denied call never ran");
+    let decisions: Vec<String> = gateway
+        .log()
+        .iter()
+        .map(|entry| {
+            format!(
+                "{}:{}:{}:{}",
+                entry["tool"].as_str().unwrap(),
+                entry["phase"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+                entry["outcome"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            "count:decided:require_approval:-",
+            "count:decided:expired:-",
+            "count:finished:expired:refused",
+            "echo:decided:require_approval:-",
+            "echo:decided:expired:-",
+            "echo:finished:expired:completed",
+        ]
+    );
+}
+
+#[test]
 fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
     let dir = scratch("drift");
     let extra = format!(
