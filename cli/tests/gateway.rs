@@ -38,9 +38,8 @@ fn scratch(test: &str) -> PathBuf {
     dir
 }
 
-/// `node PATH` of the installed npm server-memory.
-fn memory_command() -> Vec<String> {
-    let package = "@modelcontextprotocol/server-memory";
+/// `node PATH` of an installed npm server.
+fn npm_command(package: &str) -> Vec<String> {
     let (_, _, bin) = NPM_SERVERS
         .iter()
         .find(|(name, ..)| *name == package)
@@ -192,7 +191,7 @@ impl Drop for Gateway {
 /// and `extra` (rules and asserts) after them.
 fn config(dir: &Path, extra: &str) -> String {
     let notes = notes_server().to_string_lossy().into_owned();
-    let memory = memory_command();
+    let memory = npm_command("@modelcontextprotocol/server-memory");
     let memory_file = dir.join("memory.jsonl");
     format!(
         r#"[listen]
@@ -436,6 +435,168 @@ fn python_client_sees_namespaced_tools_and_enforced_rules() {
         .find(|entry| entry["phase"] == "finished" && entry["tool"] == "list_notes")
         .unwrap();
     assert_eq!(completed["attempts"], 1);
+}
+
+/// Runs the TypeScript SDK v2 client (tests/fixtures/gateway_client_ts.mjs)
+/// against the gateway with `ops`, in the `era` given (`legacy` or
+/// `modern`).
+fn typescript(gateway: &Gateway, era: &str, ops: &Value) -> Value {
+    let output = Command::new("node")
+        .arg(peers::npm_fixture("gateway_client_ts.mjs"))
+        .args([gateway.url.as_str(), TOKEN, era, &ops.to_string()])
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "the TypeScript client failed ({}):\n{}\n--- gateway stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        gateway.stderr()
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+#[test]
+fn typescript_clients_of_both_eras_reach_npm_and_pypi_upstreams() {
+    let dir = scratch("typescript");
+    let time = installed()
+        .venv_scripts
+        .join("mcp-server-time")
+        .to_string_lossy()
+        .into_owned();
+    let config = format!(
+        r#"[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "alice"
+token = "{TOKEN}"
+
+[log]
+path = "audit.jsonl"
+
+[[upstream]]
+name = "everything"
+command = {everything}
+
+[[upstream]]
+name = "time"
+command = {time}
+trusted = true
+
+[[assert]]
+upstream = "time"
+tool = "convert_time"
+openWorldHint = true
+
+[[rule]]
+action = "deny"
+upstream = "everything"
+when = ["not read_only"]
+
+[[rule]]
+action = "rate_limit"
+upstream = "time"
+tool = "get_current_time"
+limit = 1
+window_secs = 600
+"#,
+        everything = toml_list(&npm_command("@modelcontextprotocol/server-everything")),
+        time = toml_list(&[time, "--local-timezone".to_owned(), "UTC".to_owned()]),
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let legacy = typescript(
+        &gateway,
+        "legacy",
+        &json!([
+            { "op": "list" },
+            call("everything__echo", json!({ "message": "through the gateway" })),
+            call("everything__toggle-simulated-logging", json!({})),
+            call("time__get_current_time", json!({ "timezone": "UTC" })),
+            call("time__get_current_time", json!({ "timezone": "UTC" })),
+        ]),
+    );
+    let results = legacy["results"].as_array().unwrap();
+    let listed = by_name(&results[0]);
+    for name in [
+        "everything__echo",
+        "everything__get-sum",
+        "time__convert_time",
+    ] {
+        let tool = listed
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} not listed: {:?}", listed.keys()));
+        for hint in HINTS {
+            assert!(
+                tool["annotations"][hint].is_boolean(),
+                "{name}: {hint}: {tool}"
+            );
+        }
+    }
+    let convert = &listed["time__convert_time"];
+    assert_eq!(convert["annotations"]["openWorldHint"], true);
+    assert_eq!(
+        convert["_meta"]["mcp-hints/provenance"]["openWorldHint"],
+        "asserted"
+    );
+    assert_eq!(
+        convert["_meta"]["mcp-hints/provenance"]["readOnlyHint"],
+        "declared"
+    );
+    // The SDK leaves out an `isError` that is false.
+    assert_ne!(results[1]["isError"], true, "{}", results[1]);
+    assert!(
+        text(&results[1]).contains("through the gateway"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    assert!(text(&results[2]).contains("rule[0]"), "{}", results[2]);
+    assert_ne!(results[3]["isError"], true, "{}", results[3]);
+    assert!(text(&results[3]).contains("UTC"), "{}", results[3]);
+    assert_eq!(results[4]["isError"], true, "{}", results[4]);
+    assert!(text(&results[4]).contains("rate"), "{}", results[4]);
+
+    let modern = typescript(
+        &gateway,
+        "modern",
+        &json!([
+            { "op": "list" },
+            call("everything__get-sum", json!({ "a": 2, "b": 3 })),
+            call(
+                "time__convert_time",
+                json!({ "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo" }),
+            ),
+        ]),
+    );
+    let results = modern["results"].as_array().unwrap();
+    assert_eq!(by_name(&results[0]).len(), listed.len());
+    assert_ne!(results[1]["isError"], true, "{}", results[1]);
+    assert!(text(&results[1]).contains('5'), "{}", results[1]);
+    assert_ne!(results[2]["isError"], true, "{}", results[2]);
+    assert!(text(&results[2]).contains("21:00"), "{}", results[2]);
+    let decisions: Vec<(String, String)> = gateway
+        .log()
+        .iter()
+        .filter(|entry| entry["phase"] == "decided")
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap().to_owned(),
+                entry["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("echo", "allow"),
+        ("toggle-simulated-logging", "deny"),
+        ("get_current_time", "allow"),
+        ("get_current_time", "rate_limited"),
+        ("get-sum", "allow"),
+        ("convert_time", "allow"),
+    ]
+    .map(|(tool, decision)| (tool.to_owned(), decision.to_owned()));
+    assert_eq!(decisions, expected);
 }
 
 #[test]

@@ -47,8 +47,12 @@ pub const NPM_SERVERS: [(&str, &str, &str); 3] = [
 ];
 
 /// (package, exact version) of the npm libraries the fixtures are written
-/// with: the TypeScript SDK v2 (spec revision 2026-07-28).
-pub const NPM_LIBRARIES: [(&str, &str); 1] = [("@modelcontextprotocol/server", "2.4.0")];
+/// with: the TypeScript SDK v2 (spec revision 2026-07-28), its server and
+/// its client.
+pub const NPM_LIBRARIES: [(&str, &str); 2] = [
+    ("@modelcontextprotocol/server", "2.4.0"),
+    ("@modelcontextprotocol/client", "2.4.0"),
+];
 
 /// (package, exact version, console script) of the PyPI servers.
 pub const PYPI_SERVERS: [(&str, &str, &str); 2] = [
