@@ -600,6 +600,77 @@ window_secs = 600
 }
 
 #[test]
+fn an_http_upstream_is_sent_its_headers_and_they_stay_secret() {
+    // The Python SDK's server over streamable HTTP, behind an API key.
+    const KEY: &str = "k-7c2e-upstream-api-key";
+    let dir = scratch("http-upstream");
+    let port = peers::free_port();
+    let _upstream = peers::HttpPeer::start(
+        Command::new(installed().python())
+            .arg(peers::fixture("python_sdk_server.py"))
+            .args(["http", &port.to_string(), "--require-header"])
+            .arg(format!("X-Api-Key={KEY}")),
+        port,
+    );
+    let config = format!(
+        r#"[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "alice"
+token = "{TOKEN}"
+
+[log]
+path = "audit.jsonl"
+raw_arguments = true
+
+[[upstream]]
+name = "keyed"
+url = "http://127.0.0.1:{port}/mcp"
+headers = {{ X-Api-Key = "{KEY}" }}
+trusted = true
+
+[[upstream]]
+name = "keyless"
+url = "http://127.0.0.1:{port}/mcp"
+"#
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            { "op": "list" },
+            call("keyed__lookup", json!({ "name": "a" })),
+            call("keyless__lookup", json!({ "name": "a" })),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    let listed = by_name(&results[0]);
+    assert!(listed.contains_key("keyed__append"), "{:?}", listed.keys());
+    assert!(
+        !listed.contains_key("keyless__lookup"),
+        "{:?}",
+        listed.keys()
+    );
+    assert_eq!(results[1]["isError"], false, "{}", results[1]);
+    assert_eq!(text(&results[1]), "note a");
+    // Without the header the upstream refused the gateway: its tools were
+    // never listed, and a call names it unknown.
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    let stderr = gateway.stderr();
+    assert!(
+        stderr.contains("upstream `keyless` is unavailable"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(log.contains("\"lookup\""), "{log}");
+    for (what, text) in [("audit log", &log), ("stderr", &stderr)] {
+        assert!(!text.contains(KEY), "the header's value reached the {what}");
+    }
+}
+
+#[test]
 fn legacy_initialize_clients_are_served_too() {
     let dir = scratch("legacy");
     let gateway = Gateway::start(&dir, &config(&dir, ""));
