@@ -1467,6 +1467,25 @@ fn an_upstream_that_would_not_start_serves_once_it_can() {
         "{}",
         before["results"][1]
     );
+    // The refusal is in the audit log, though the tool's hints are unknown.
+    let refused = gateway.log();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(
+        (
+            &refused[0]["upstream"],
+            &refused[0]["tool"],
+            &refused[0]["decision"],
+            &refused[0]["outcome"],
+            &refused[0]["hints"],
+        ),
+        (
+            &json!("late"),
+            &json!("echo"),
+            &json!("unavailable"),
+            &json!("unavailable"),
+            &Value::Null
+        )
+    );
     // The server appears; the gateway tries again within 5 s.
     std::fs::write(
         &late,

@@ -53,8 +53,9 @@ use mcp_hints::wire::HttpGuard;
 use mcp_hints::{Hint, PROVENANCE_META_KEY, ToolHints};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProtocolVersion, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -439,6 +440,31 @@ impl Front {
             .map(|principal| principal.0.clone())
     }
 
+    /// What every audit entry of one call shares, under a new call id.
+    fn record_of(
+        &self,
+        principal: &str,
+        upstream: &str,
+        tool: &str,
+        hints: Value,
+        arguments: &JsonObject,
+    ) -> CallRecord {
+        CallRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            principal: principal.to_owned(),
+            upstream: upstream.to_owned(),
+            tool: tool.to_owned(),
+            hints,
+            arguments_sha256: log::arguments_digest(arguments),
+            arguments: self
+                .gateway
+                .config
+                .log
+                .raw_arguments
+                .then(|| Value::Object(arguments.clone())),
+        }
+    }
+
     /// One `tools/call`, in the order the module documentation gives.
     async fn call(
         &self,
@@ -452,10 +478,17 @@ impl Front {
         let Some(listed) = catalogue.by_name.get(&name).cloned() else {
             // An upstream that never listed its tools: its calls are
             // unavailable, not unknown.
-            if let Some((prefix, _)) = split(&name)
+            if let Some((prefix, tool)) = split(&name)
                 && let Some(upstream) = gateway.upstreams.iter().find(|u| u.name == prefix)
                 && let Some(reason) = upstream.unavailable()
             {
+                // Its hints are unknown; the refusal is a decision all the
+                // same, and logged as one.
+                let record = self.record_of(principal, prefix, tool, Value::Null, &arguments);
+                let entry = record.entry("decided", "unavailable", None, Some("unavailable"), None);
+                if let Err(error) = gateway.record(&entry).await {
+                    return Ok(log_failed(&error));
+                }
                 return Ok(refusal(
                     format!(
                         "upstream `{prefix}` is unavailable ({}); its tools cannot be called \
@@ -473,19 +506,14 @@ impl Front {
                 Some(json!({ "tool": name })),
             ));
         };
-        let record = CallRecord {
-            id: uuid::Uuid::new_v4().to_string(),
-            principal: principal.to_owned(),
-            upstream: listed.upstream.name.clone(),
-            tool: listed.tool.clone(),
-            hints: serde_json::to_value(&listed.hints).unwrap_or(Value::Null),
-            arguments_sha256: log::arguments_digest(&arguments),
-            arguments: gateway
-                .config
-                .log
-                .raw_arguments
-                .then(|| Value::Object(arguments.clone())),
-        };
+        let hints = serde_json::to_value(&listed.hints).unwrap_or(Value::Null);
+        let record = self.record_of(
+            principal,
+            &listed.upstream.name,
+            &listed.tool,
+            hints,
+            &arguments,
+        );
         if let Some(refused) = self.check_drift(&name, &listed, &record, &arguments).await {
             return Ok(refused);
         }

@@ -24,7 +24,7 @@ use crate::table::{Cell, render};
 
 /// The decisions an [`Entry`] may record, as written in its `decision`
 /// field (and accepted by `--decision`).
-pub const DECISIONS: [&str; 8] = [
+pub const DECISIONS: [&str; 9] = [
     "allow",
     "deny",
     "require_approval",
@@ -33,6 +33,7 @@ pub const DECISIONS: [&str; 8] = [
     "denied",
     "expired",
     "drift",
+    "unavailable",
 ];
 
 /// One line of the audit log: one decision about one `tools/call`.
@@ -59,7 +60,8 @@ pub struct Entry {
     /// One of [`DECISIONS`]: `allow`, `deny`, `require_approval`,
     /// `rate_limited`, and for a parked call `approved`, `denied`,
     /// `expired`; `drift` for a tool refused because it changed since the
-    /// lock.
+    /// lock; `unavailable` for a call to an upstream never reached (its
+    /// tools, and so their hints, unknown: `hints` is `null`).
     pub decision: String,
     /// The rule that fired, described by the policy (`rule[2] (deny
     /// delete_* when destructive)`); absent when the default decided.

@@ -514,3 +514,36 @@ async fn skip_line(reader: &mut (impl AsyncBufReadExt + Unpin)) -> std::io::Resu
         reader.consume(length);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Withdraws from `budget` as `principal` until it refuses, at most
+    /// `bound` times: how many resends it allowed.
+    async fn spend(budget: &PrincipalBudget, principal: &str, bound: usize) -> usize {
+        with_principal(principal, async {
+            (0..bound).take_while(|_| budget.withdraw()).count()
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn one_principals_resends_cannot_spend_anothers_budget() {
+        let budget = PrincipalBudget::default();
+        let alice = spend(&budget, "alice", 1_000).await;
+        // TpsBudget's reserve: 1 resend a second over a 10-second window.
+        assert!((1..1_000).contains(&alice), "alice got {alice}");
+        assert_eq!(spend(&budget, "alice", 1_000).await, 0, "alice's is spent");
+        assert_eq!(spend(&budget, "bob", 1_000).await, alice, "bob's is whole");
+        // Calls deposit into their principal's budget only: 20 % of them.
+        with_principal("alice", async {
+            for _ in 0..50 {
+                budget.deposit();
+            }
+        })
+        .await;
+        assert_eq!(spend(&budget, "alice", 1_000).await, 10);
+        assert_eq!(spend(&budget, "bob", 1_000).await, 0);
+    }
+}
