@@ -485,10 +485,13 @@ impl Front {
                 // Its hints are unknown; the refusal is a decision all the
                 // same, and logged as one.
                 let record = self.record_of(principal, prefix, tool, Value::Null, &arguments);
-                let entry = record.entry("decided", "unavailable", None, Some("unavailable"), None);
+                let entry = record.entry("decided", "unavailable", None, None, None);
                 if let Err(error) = gateway.record(&entry).await {
                     return Ok(log_failed(&error));
                 }
+                let _ = self
+                    .finish(&record, "unavailable", None, "unavailable", None)
+                    .await;
                 return Ok(refusal(
                     format!(
                         "upstream `{prefix}` is unavailable ({}); its tools cannot be called \

@@ -38,11 +38,11 @@ pub const DECISIONS: [&str; 9] = [
 
 /// One line of the audit log: one decision about one `tools/call`.
 ///
-/// A call that is forwarded has two entries with the same `id`: `phase`
-/// `"decided"`, written before the call goes upstream, and `"finished"`,
-/// with its `outcome` and `attempts`. A refused call has one, `"decided"`
-/// with outcome `"refused"`. Absent optional fields are left out of the
-/// line.
+/// Every call has two entries with the same `id`: `phase` `"decided"`,
+/// written before the call goes upstream (or is refused), and
+/// `"finished"`, with its `outcome` (and `attempts`, for a call that was
+/// sent). A parked call has a third, its resolution, between the two.
+/// Absent optional fields are left out of the line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// When the decision was taken: RFC 3339 in UTC with milliseconds,
