@@ -518,14 +518,14 @@ mod tests {
             serde_json::to_value(effective).unwrap(),
             json!({
                 "readOnlyHint": {"value": true, "source": "declared"},
-                "destructiveHint": {"value": false, "source": "defaulted"},
+                "destructiveHint": {"value": true, "source": "defaulted"},
                 "idempotentHint": {"value": true, "source": "declared"},
                 "openWorldHint": {"value": true, "source": "asserted"},
             })
         );
         assert_eq!(
             Value::Object(effective.to_annotations()),
-            json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true})
+            json!({"readOnlyHint": true, "destructiveHint": true, "idempotentHint": true, "openWorldHint": true})
         );
         assert_eq!(effective.get(Hint::OpenWorld), (true, Provenance::Asserted));
         assert_eq!(
