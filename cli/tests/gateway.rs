@@ -1352,6 +1352,31 @@ deny_drift = true
     let result = &session["results"][0];
     assert_eq!(result["isError"], true, "{result}");
     assert!(text(result).contains("description"), "{}", text(result));
+    let locked = |dir: &Path| -> Value {
+        let lock: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("gateway.lock")).unwrap())
+                .unwrap();
+        lock["tools"]["fx__echo"].clone()
+    };
+    let before = locked(&dir);
+    // Asked again, and approved this time: it runs, and the lock holds the
+    // changed tool.
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            gateway.python(
+                TOKEN,
+                "auto",
+                &json!([call("fx__echo", json!({ "text": "d" }))]),
+            )
+        })
+    };
+    let ids = pending_ids(&admin, 1);
+    let approved = admin_command(&["approve", &ids[0], "--admin", &admin]);
+    assert!(approved.status.success());
+    let session = client.join().unwrap();
+    assert_eq!(text(&session["results"][0]), "d", "{session}");
+    assert_ne!(locked(&dir), before, "the lock was not updated");
     // Both gateways wrote to the same log.
     let decisions: Vec<String> = gateway
         .log()
@@ -1376,6 +1401,10 @@ deny_drift = true
             "decided:drift",
             "decided:denied",
             "finished:denied",
+            "decided:drift",
+            "decided:approved",
+            "decided:allow",
+            "finished:allow",
         ]
     );
 }
