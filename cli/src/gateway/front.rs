@@ -66,7 +66,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolution};
 use super::config::Config;
-use super::log::{self, AuditLog, Entry};
+use super::log::{self, AuditLog, Durability, Entry};
 use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
 use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
 use super::{check_names, defaults, namespaced, split};
@@ -346,10 +346,11 @@ impl Gateway {
         }
     }
 
-    /// Appends `entry` to the audit log.
+    /// Appends a `decided` entry to the audit log and waits until it is on
+    /// disk: the call it records goes on only then.
     async fn record(&self, entry: &Entry) -> Result<(), String> {
         self.log
-            .record(entry)
+            .record(entry, Durability::Synced)
             .await
             .map_err(|error| error.to_string())
     }
@@ -815,9 +816,14 @@ impl Front {
         outcome: &str,
         attempts: Option<u32>,
     ) -> Result<(), String> {
+        // Written before the answer goes back, synced soon after: the call
+        // already ran, and its decided entry is on disk.
+        let entry = record.entry("finished", decision, rule, Some(outcome), attempts);
         self.gateway
-            .record(&record.entry("finished", decision, rule, Some(outcome), attempts))
+            .log
+            .record(&entry, Durability::Written)
             .await
+            .map_err(|error| error.to_string())
     }
 }
 

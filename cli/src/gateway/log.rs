@@ -2,10 +2,14 @@
 //! per decision, appended and made durable before the call it records goes
 //! on, and `mcp-hints gateway log`, which filters it.
 //!
-//! Durability is the point (issue 9, "Audit log"): [`AuditLog::record`]
-//! returns only once its line is on disk (`File::sync_data`), and an entry
-//! that cannot be written is an error the caller turns into a refused call,
-//! so a decision is never taken without its record. Secrets never reach the
+//! Durability is the point: a call's `decided` entry is on disk
+//! (`File::sync_data`, [`Durability::Synced`]) before the call goes on, and
+//! an entry that cannot be written is an error the caller turns into a
+//! refused call, so a decision is never taken without its record. Its
+//! `finished` entry is written before the answer goes back
+//! ([`Durability::Written`]) and synced soon after, with the next call's
+//! sync or once the log is idle: the call already ran, and waiting for the
+//! disk a second time would only delay its answer. Secrets never reach the
 //! log: an [`Entry`] has no field for a token or a header, and arguments are
 //! kept as a digest ([`arguments_digest`]) unless the operator asks for them
 //! raw (`[log] raw_arguments = true`).
@@ -13,7 +17,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use clap::{ArgGroup, Args};
@@ -122,12 +126,34 @@ pub struct LogError {
     pub source: std::io::Error,
 }
 
+/// How durable a line must be before [`AuditLog::record`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk (`fdatasync`): a `decided` entry, before its call goes on.
+    Synced,
+    /// Written to the file (the kernel has it, so a crash of the gateway
+    /// cannot lose it), and synced with the next synced line or once the
+    /// log has been idle for [`IDLE_SYNC`]: a `finished` entry, whose
+    /// call already went on, so that waiting for the disk would only delay
+    /// the answer.
+    Written,
+}
+
+/// How long the writer waits for more lines before it syncs lines that
+/// were only [`Durability::Written`]: 50 ms.
+pub const IDLE_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// At most this many queued lines share one write-and-sync.
+const MAX_BATCH: usize = 1024;
+
 /// The audit log, open for appending. Cloning shares the one file.
 ///
-/// Each [`record`](AuditLog::record) writes its line with one `write` on a
-/// file opened with `O_APPEND`, under a lock, then `sync_data`s it, on
-/// tokio's blocking pool: concurrent records never interleave, and the
-/// async runtime is never blocked on the disk.
+/// One writer thread owns the file. [`record`](AuditLog::record) queues a
+/// line and waits for it; the writer appends every line queued meanwhile,
+/// each with one `write` on a file opened with `O_APPEND`, then syncs the
+/// batch once (group commit): concurrent calls share a sync instead of
+/// queueing for one each, lines never interleave, and the async runtime is
+/// never blocked on the disk.
 #[derive(Clone, Debug)]
 pub struct AuditLog {
     inner: Arc<Inner>,
@@ -136,17 +162,26 @@ pub struct AuditLog {
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
-    file: Mutex<File>,
+    queue: std::sync::mpsc::Sender<Request>,
+}
+
+#[derive(Debug)]
+struct Request {
+    line: Vec<u8>,
+    durability: Durability,
+    reply: tokio::sync::oneshot::Sender<Result<(), LogError>>,
 }
 
 impl AuditLog {
     /// Opens (creating it, mode 0600 on Unix) the log at `path` for
-    /// appending.
+    /// appending, and starts its writer thread (which ends when the last
+    /// clone is dropped, syncing what it wrote).
     ///
     /// # Errors
     ///
     /// [`LogError`] when the file cannot be opened for appending (a
-    /// missing directory, a directory at `path`, no permission).
+    /// missing directory, a directory at `path`, no permission), or the
+    /// writer thread cannot be started.
     pub fn open(path: &Path) -> Result<AuditLog, LogError> {
         let error = |action, source| LogError {
             path: path.to_owned(),
@@ -169,10 +204,24 @@ impl AuditLog {
             // A new file's name is durable only once its directory is.
             sync_directory(path).map_err(|source| error("sync its directory", source))?;
         }
+        let opened = file
+            .metadata()
+            .map_err(|source| error("read its length", source))?;
+        let (queue, requests) = std::sync::mpsc::channel();
+        let writer = Writer {
+            path: path.to_owned(),
+            length: opened.len(),
+            identity: identity(&opened),
+            file,
+        };
+        std::thread::Builder::new()
+            .name("audit-log".to_owned())
+            .spawn(move || writer.run(&requests))
+            .map_err(|source| error("start its writer", source))?;
         Ok(AuditLog {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                file: Mutex::new(file),
+                queue,
             }),
         })
     }
@@ -182,7 +231,8 @@ impl AuditLog {
         &self.inner.path
     }
 
-    /// Appends `entry` as one line and waits until it is on disk.
+    /// Appends `entry` as one line and waits until it is as `durability`
+    /// asks.
     ///
     /// # Errors
     ///
@@ -191,55 +241,153 @@ impl AuditLog {
     /// opened (a line written then would be lost with the old file). A
     /// line that was written in part is cut off again, so the log stays
     /// parseable. On an error, refuse the call.
-    pub async fn record(&self, entry: &Entry) -> Result<(), LogError> {
-        let mut line = serde_json::to_vec(entry).map_err(|error| LogError {
-            path: self.inner.path.clone(),
-            action: "serialise the entry",
-            source: error.into(),
-        })?;
-        line.push(b'\n');
-        let inner = Arc::clone(&self.inner);
-        // The write goes on even if this future is dropped: the line is
-        // either whole or cut off again, never left half written.
-        tokio::task::spawn_blocking(move || inner.append(&line))
-            .await
-            .map_err(|error| LogError {
-                path: self.inner.path.clone(),
-                action: "finish the write",
-                source: std::io::Error::other(error.to_string()),
-            })?
-    }
-}
-
-impl Inner {
-    fn append(&self, line: &[u8]) -> Result<(), LogError> {
+    pub async fn record(&self, entry: &Entry, durability: Durability) -> Result<(), LogError> {
         let error = |action, source| LogError {
-            path: self.path.clone(),
+            path: self.inner.path.clone(),
             action,
             source,
         };
-        // A panic elsewhere while holding the lock leaves the file as it
-        // was: every write below restores it before returning.
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        self.still_in_place(&file)
-            .map_err(|source| error("append to it", source))?;
-        let before = file
-            .metadata()
-            .map_err(|source| error("read its length", source))?
-            .len();
-        if let Err(source) = file.write_all(line) {
-            // Cut a partial line off, so the next entry starts a line of
-            // its own. Only this process writes the log.
-            let _ = file.set_len(before);
-            return Err(error("append to it", source));
+        let mut line = serde_json::to_vec(entry)
+            .map_err(|source| error("serialise the entry", source.into()))?;
+        line.push(b'\n');
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let request = Request {
+            line,
+            durability,
+            reply,
+        };
+        let gone = || std::io::Error::other("its writer thread has stopped");
+        // Once queued, the line is written even if this future is dropped:
+        // whole, or cut off again, never left half written.
+        self.inner
+            .queue
+            .send(request)
+            .map_err(|_| error("queue the entry", gone()))?;
+        answer
+            .await
+            .map_err(|_| error("finish the write", gone()))?
+    }
+}
+
+/// The writer thread's side: the file, and the lines it is given.
+struct Writer {
+    path: PathBuf,
+    file: File,
+    /// Its length: only this thread writes it.
+    length: u64,
+    /// The open file's device and inode, to tell whether the path still
+    /// names it.
+    identity: (u64, u64),
+}
+
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (metadata.dev(), metadata.ino())
+}
+
+#[cfg(not(unix))]
+fn identity(_metadata: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+impl Writer {
+    /// Writes batches of queued lines until every [`AuditLog`] clone is
+    /// gone; syncs what was only written when idle and at the end.
+    fn run(mut self, requests: &std::sync::mpsc::Receiver<Request>) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let mut unsynced = false;
+        loop {
+            let first = if unsynced {
+                match requests.recv_timeout(IDLE_SYNC) {
+                    Ok(request) => request,
+                    Err(RecvTimeoutError::Timeout) => {
+                        // Nobody waits on it; a failure shows at the next
+                        // synced line.
+                        let _ = self.file.sync_data();
+                        unsynced = false;
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match requests.recv() {
+                    Ok(request) => request,
+                    Err(_) => break,
+                }
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match requests.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            unsynced |= self.write_batch(batch);
         }
-        file.sync_data()
-            .map_err(|source| error("sync it to disk", source))
+        if unsynced {
+            let _ = self.file.sync_data();
+        }
+    }
+
+    /// Appends each line, answers the ones that only had to be written,
+    /// syncs once for the rest and answers them; true when lines were
+    /// written that no sync has covered yet.
+    fn write_batch(&mut self, batch: Vec<Request>) -> bool {
+        let placed = self.still_in_place();
+        let mut to_sync = Vec::new();
+        let mut unsynced = false;
+        for request in batch {
+            let written = match &placed {
+                Ok(()) => self.append(&request.line),
+                Err(source) => Err(self.error("append to it", copy(source))),
+            };
+            match (written, request.durability) {
+                (Ok(()), Durability::Synced) => to_sync.push(request.reply),
+                (written, _) => {
+                    unsynced |= written.is_ok();
+                    // A caller that went away needs no answer.
+                    let _ = request.reply.send(written);
+                }
+            }
+        }
+        if to_sync.is_empty() {
+            return unsynced;
+        }
+        let synced = self.file.sync_data();
+        for reply in to_sync {
+            let answer = match &synced {
+                Ok(()) => Ok(()),
+                Err(source) => Err(self.error("sync it to disk", copy(source))),
+            };
+            let _ = reply.send(answer);
+        }
+        // A failed sync leaves those lines unsynced too: try again later.
+        synced.is_err()
+    }
+
+    fn append(&mut self, line: &[u8]) -> Result<(), LogError> {
+        if let Err(source) = self.file.write_all(line) {
+            // Cut a partial line off, so the next entry starts a line of
+            // its own. Only this thread writes the log.
+            let _ = self.file.set_len(self.length);
+            return Err(self.error("append to it", source));
+        }
+        self.length += line.len() as u64;
+        Ok(())
+    }
+
+    fn error(&self, action: &'static str, source: std::io::Error) -> LogError {
+        LogError {
+            path: self.path.clone(),
+            action,
+            source,
+        }
     }
 
     /// An error when the path no longer names the open file: a write to
     /// an unlinked file succeeds, and is lost.
-    fn still_in_place(&self, file: &File) -> std::io::Result<()> {
+    fn still_in_place(&self) -> std::io::Result<()> {
         let gone = || {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -247,18 +395,16 @@ impl Inner {
             )
         };
         let on_disk = std::fs::metadata(&self.path).map_err(|_| gone())?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            let open = file.metadata()?;
-            if (open.dev(), open.ino()) != (on_disk.dev(), on_disk.ino()) {
-                return Err(gone());
-            }
+        if cfg!(unix) && identity(&on_disk) != self.identity {
+            return Err(gone());
         }
-        #[cfg(not(unix))]
-        let _ = (file, on_disk);
         Ok(())
     }
+}
+
+/// `error` again, for each caller of a batch that shares it.
+fn copy(error: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), error.to_string())
 }
 
 #[cfg(unix)]
@@ -733,7 +879,13 @@ mod tests {
                     let mut entry = entry(n, "alice", "create_entities", "allow", &now());
                     // Long lines make an interleaving write visible.
                     entry.arguments = Some(json!({ "text": "x".repeat(10_000 + n as usize) }));
-                    log.record(&entry).await
+                    // Both kinds share batches: each is answered as it asked.
+                    let durability = if n % 2 == 0 {
+                        Durability::Synced
+                    } else {
+                        Durability::Written
+                    };
+                    log.record(&entry, durability).await
                 })
             })
             .collect();
@@ -771,22 +923,29 @@ mod tests {
         // Removed after it was opened: the entry would be lost with it.
         let path = scratch.0.join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
-        log.record(&entry(1, "a", "t", "allow", &now()))
+        log.record(&entry(1, "a", "t", "allow", &now()), Durability::Synced)
             .await
             .unwrap();
         std::fs::remove_file(&path).unwrap();
         let error = log
-            .record(&entry(2, "a", "t", "allow", &now()))
+            .record(&entry(2, "a", "t", "allow", &now()), Durability::Synced)
             .await
             .unwrap_err();
         assert_eq!(error.path, path);
         assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
         assert!(error.to_string().contains("removed or replaced"), "{error}");
 
+        // A finished entry is refused alike.
+        let error = log
+            .record(&entry(2, "a", "t", "allow", &now()), Durability::Written)
+            .await
+            .unwrap_err();
+        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+
         // Replaced by another file of the same name: still refused.
         std::fs::write(&path, "").unwrap();
         assert!(
-            log.record(&entry(3, "a", "t", "allow", &now()))
+            log.record(&entry(3, "a", "t", "allow", &now()), Durability::Synced)
                 .await
                 .is_err()
         );
@@ -798,11 +957,25 @@ mod tests {
         // /dev/full accepts the open and refuses every write with ENOSPC.
         let log = AuditLog::open(Path::new("/dev/full")).unwrap();
         let error = log
-            .record(&entry(1, "a", "t", "allow", &now()))
+            .record(&entry(1, "a", "t", "allow", &now()), Durability::Synced)
             .await
             .unwrap_err();
         assert_eq!(error.action, "append to it");
         assert_eq!(error.source.raw_os_error(), Some(28), "{error}"); // ENOSPC
+    }
+
+    #[tokio::test]
+    async fn a_written_line_is_in_the_file_when_record_returns() {
+        let scratch = Scratch::new("written");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for n in 0..20 {
+            log.record(&entry(n, "a", "t", "allow", &now()), Durability::Written)
+                .await
+                .unwrap();
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            assert_eq!(lines, n as usize + 1);
+        }
     }
 
     #[test]
