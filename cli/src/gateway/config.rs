@@ -260,7 +260,8 @@ pub enum UpstreamTransport {
 pub struct Assert {
     /// `upstream` (default `*`): a glob over upstream names.
     pub upstream: Pattern,
-    /// `tool` (default `*`): a glob over the upstream's own tool names.
+    /// `tool` (default `*`): a glob over tool names, the upstream's own or
+    /// as clients see them (`UPSTREAM__TOOL`); either matches.
     pub tool: Pattern,
     /// The asserted value of each hint, indexed by `Hint as usize`; `None`
     /// where this assert says nothing. At least one is `Some`.
@@ -275,9 +276,12 @@ pub struct RuleConfig {
     /// `upstream` (default `*`): a glob over upstream names; it matches at
     /// least one configured upstream.
     pub upstream: Pattern,
-    /// `tool` (default `*`): a glob over the upstream's own tool names.
+    /// `tool` (default `*`): a glob over tool names, the upstream's own
+    /// (`delete_*`) or as clients see them (`notes__delete_*`); either
+    /// matches ([`policy::tool_matches`](super::policy::tool_matches)).
     pub tool: Pattern,
-    /// `principal` (default `*`): a glob over principals.
+    /// `principal` (default `*`): a glob over principals; it matches at
+    /// least one client's principal or `local`.
     pub principal: Pattern,
     /// `when` (default none): predicates over the effective hints; all must
     /// hold.
@@ -727,10 +731,17 @@ impl Reader<'_> {
             .enumerate()
             .map(|(index, raw)| raw.and_then(|(raw, span)| self.assert(index, raw, span, &names)))
             .collect();
+        // The clients' principals, and stdio's.
+        let principals: Vec<String> = clients
+            .iter()
+            .flatten()
+            .map(|client| client.principal.clone())
+            .chain([defaults::LOCAL_PRINCIPAL.to_owned()])
+            .collect();
         let rules: Vec<Option<RuleConfig>> = rules
             .into_iter()
             .enumerate()
-            .map(|(index, raw)| raw.and_then(|(raw, _)| self.rule(index, raw, &names)))
+            .map(|(index, raw)| raw.and_then(|(raw, _)| self.rule(index, raw, &names, &principals)))
             .collect();
         if let (Some(Some((_, Some(span)))), None) = (&listen, &admin) {
             self.at(
@@ -1284,11 +1295,16 @@ impl Reader<'_> {
 
     /// A glob at `key`, defaulting to `*`; with `upstreams`, it must match
     /// one of them, so a misspelt name cannot quietly disable a rule.
+    /// The glob at `key` (`*` when absent). With `names`, (a noun and the
+    /// names it must match at least one of: the upstreams, the
+    /// principals), a glob that matches none is an error too: a rule for
+    /// nobody never fires, and a `deny` that never fires lets everything
+    /// through.
     fn glob(
         &mut self,
         key: &str,
         value: Option<&Spanned<String>>,
-        upstreams: Option<&[String]>,
+        names: Option<(&str, &[String])>,
     ) -> Option<Pattern> {
         let Some(value) = value else {
             return Some(Pattern::new("*").expect("`*` is a glob"));
@@ -1308,7 +1324,7 @@ impl Reader<'_> {
                 None
             }
             Ok(pattern) => {
-                if let Some(names) = upstreams
+                if let Some((noun, names)) = names
                     && !names.is_empty()
                     && !names.iter().any(|name| pattern.matches(name))
                 {
@@ -1322,7 +1338,7 @@ impl Reader<'_> {
                         value.span(),
                         key,
                         format!(
-                            "`{}` matches no upstream{}; the upstreams are {listed}",
+                            "`{}` matches no {noun}{}; the {noun}s are {listed}",
                             value.get_ref(),
                             suggestion(value.get_ref(), &names)
                         ),
@@ -1345,7 +1361,7 @@ impl Reader<'_> {
         let upstream = self.glob(
             &format!("{path}.upstream"),
             raw.upstream.as_ref(),
-            Some(upstreams),
+            Some(("upstream", upstreams)),
         );
         let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
         let hints = [
@@ -1388,7 +1404,13 @@ impl Reader<'_> {
         }
     }
 
-    fn rule(&mut self, index: usize, raw: RawRule, upstreams: &[String]) -> Option<RuleConfig> {
+    fn rule(
+        &mut self,
+        index: usize,
+        raw: RawRule,
+        upstreams: &[String],
+        principals: &[String],
+    ) -> Option<RuleConfig> {
         let path = format!("rule[{index}]");
         let action = *raw.action.get_ref();
         let mut ok = true;
@@ -1434,10 +1456,14 @@ impl Reader<'_> {
         let upstream = self.glob(
             &format!("{path}.upstream"),
             raw.upstream.as_ref(),
-            Some(upstreams),
+            Some(("upstream", upstreams)),
         );
         let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
-        let principal = self.glob(&format!("{path}.principal"), raw.principal.as_ref(), None);
+        let principal = self.glob(
+            &format!("{path}.principal"),
+            raw.principal.as_ref(),
+            Some(("principal", principals)),
+        );
         let mut when = Vec::new();
         for (position, text) in raw.when.iter().flatten().enumerate() {
             match predicate(text.get_ref()) {
@@ -2210,6 +2236,28 @@ action = "allow"
             "/etc/gw/gateway.toml:4:8: assert[0].tool: `***` is not a glob: wildcards are either \
              regular `*` or recursive `**` (at character 2)"
         );
+    }
+
+    #[test]
+    fn principal_globs_must_match_a_principal() {
+        let clients = "[[client]]\nprincipal = \"alice\"\ntoken = \"alice-token-0123456789\"\n";
+        let text = format!(
+            "{LOG}{UPSTREAMS}{clients}[[rule]]\naction = \"deny\"\nprincipal = \"mallory\"\n"
+        );
+        let problem = problem(&text);
+        assert!(
+            problem.ends_with(
+                "rule[0].principal: `mallory` matches no principal; the principals are `alice`, \
+                 `local`"
+            ),
+            "{problem}"
+        );
+        for principal in ["alice", "local", "*"] {
+            let text = format!(
+                "{LOG}{UPSTREAMS}{clients}[[rule]]\naction = \"deny\"\nprincipal = \"{principal}\"\n"
+            );
+            assert!(read(&text).is_ok(), "{principal}");
+        }
     }
 
     #[test]

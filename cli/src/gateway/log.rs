@@ -207,10 +207,20 @@ impl AuditLog {
         let opened = file
             .metadata()
             .map_err(|source| error("read its length", source))?;
+        let mut length = opened.len();
+        if ends_torn(path, length).map_err(|source| error("read its last byte", source))? {
+            // A crash cut the last line short: end it, so that the next
+            // entry starts a line of its own (the torn one stays, to be
+            // seen, and `gateway log` skips it saying so).
+            (&file)
+                .write_all(b"\n")
+                .map_err(|source| error("end its last line", source))?;
+            length += 1;
+        }
         let (queue, requests) = std::sync::mpsc::channel();
         let writer = Writer {
             path: path.to_owned(),
-            length: opened.len(),
+            length,
             identity: identity(&opened),
             file,
         };
@@ -402,6 +412,20 @@ impl Writer {
     }
 }
 
+/// Whether the file at `path`, `length` bytes long, has a last line
+/// without its newline.
+fn ends_torn(path: &Path, length: u64) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if length == 0 {
+        return Ok(false);
+    }
+    let mut reader = File::open(path)?;
+    reader.seek(SeekFrom::Start(length - 1))?;
+    let mut last = [0u8];
+    reader.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
 /// `error` again, for each caller of a batch that shares it.
 fn copy(error: &std::io::Error) -> std::io::Error {
     std::io::Error::new(error.kind(), error.to_string())
@@ -441,8 +465,8 @@ pub struct LogArgs {
     /// Only calls to this upstream.
     #[arg(long, value_name = "NAME")]
     pub upstream: Option<String>,
-    /// Only tools whose name (as the upstream serves it) matches, e.g.
-    /// `*delete*`.
+    /// Only tools whose name matches, as the upstream serves it or as
+    /// clients see it: `*delete*`, `notes__delete_*`.
     #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
     pub tool: Option<glob::Pattern>,
     /// Only this decision.
@@ -474,10 +498,9 @@ impl LogArgs {
         if !(same(&self.principal, &entry.principal)
             && same(&self.upstream, &entry.upstream)
             && same(&self.decision, &entry.decision)
-            && self
-                .tool
-                .as_ref()
-                .is_none_or(|pattern| pattern.matches(&entry.tool)))
+            && self.tool.as_ref().is_none_or(|pattern| {
+                super::policy::tool_matches(pattern, &entry.upstream, &entry.tool)
+            }))
         {
             return Ok(false);
         }
@@ -496,15 +519,19 @@ impl LogArgs {
 /// # Errors
 ///
 /// A message naming the file for a config or log that cannot be read, and
-/// the line number for a line that is not an entry (or, with `--since`,
-/// whose time is not RFC 3339).
+/// the line number for a line whose time is not RFC 3339 (with
+/// `--since`). A line that is not an entry (one a crash cut short) is
+/// skipped, said on stderr with its number.
 pub fn run_log(args: &LogArgs) -> Result<u8, String> {
     let path = match (&args.log, &args.config) {
         (Some(log), _) => log.clone(),
         (None, Some(config)) => log_path_of(config)?,
         (None, None) => return Err("give --log FILE or --config FILE".to_owned()),
     };
-    let entries = read_matching(&path, args)?;
+    let (entries, skipped) = read_matching(&path, args)?;
+    for problem in &skipped {
+        eprintln!("mcp-hints gateway log: {problem}");
+    }
     let out = if args.json {
         let mut out = String::new();
         for entry in &entries {
@@ -546,10 +573,12 @@ fn log_path_of(config: &Path) -> Result<PathBuf, String> {
     Ok(directory.join(path))
 }
 
-/// The entries of the log at `path` that `args` lets through.
-fn read_matching(path: &Path, args: &LogArgs) -> Result<Vec<Entry>, String> {
+/// The entries of the log at `path` that `args` lets through, and a
+/// message for each line that is not an entry (skipped).
+fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
     let file = File::open(path).map_err(|error| format!("{}: {error}", path.display()))?;
     let mut entries = Vec::new();
+    let mut skipped = Vec::new();
     for (index, line) in BufReader::new(file).lines().enumerate() {
         let number = index + 1;
         let at = || format!("{}:{number}", path.display());
@@ -557,8 +586,16 @@ fn read_matching(path: &Path, args: &LogArgs) -> Result<Vec<Entry>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: Entry = serde_json::from_str(&line)
-            .map_err(|error| format!("{}: not an audit log entry: {error}", at()))?;
+        let entry: Entry = match serde_json::from_str(&line) {
+            Ok(entry) => entry,
+            Err(error) => {
+                skipped.push(format!(
+                    "{}: not an audit log entry (skipped; a line cut short by a crash?): {error}",
+                    at()
+                ));
+                continue;
+            }
+        };
         if args
             .matches(&entry)
             .map_err(|error| format!("{}: time: {error}", at()))?
@@ -566,7 +603,7 @@ fn read_matching(path: &Path, args: &LogArgs) -> Result<Vec<Entry>, String> {
             entries.push(entry);
         }
     }
-    Ok(entries)
+    Ok((entries, skipped))
 }
 
 /// The entries as an aligned table; [`Cell`] escapes and cuts each field.
@@ -1091,6 +1128,7 @@ mod tests {
             let args = log_args(&[&["--log", log], args].concat());
             read_matching(&path, &args)
                 .unwrap()
+                .0
                 .into_iter()
                 .map(|entry| entry.id)
                 .collect()
@@ -1150,22 +1188,45 @@ mod tests {
         let good = serde_json::to_string(&entry(1, "a", "t", "allow", &now())).unwrap();
         std::fs::write(&path, format!("{good}\n\n{{\"time\": 1}}\n")).unwrap();
         let args = log_args(&["--log", path.to_str().unwrap()]);
-        let error = read_matching(&path, &args).unwrap_err();
+        let (entries, skipped) = read_matching(&path, &args).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
         assert!(
-            error.starts_with(&format!("{}:3: not an audit log entry: ", path.display())),
-            "{error}"
+            skipped[0].starts_with(&format!(
+                "{}:3: not an audit log entry (skipped",
+                path.display()
+            )),
+            "{skipped:?}"
         );
         // A bad time is reported only when --since needs it.
         let mut bad_time = entry(1, "a", "t", "allow", "yesterday");
         bad_time.phase = "finished".into();
         std::fs::write(&path, serde_json::to_string(&bad_time).unwrap() + "\n").unwrap();
-        assert_eq!(read_matching(&path, &args).unwrap().len(), 1);
+        assert_eq!(read_matching(&path, &args).unwrap().0.len(), 1);
         let since = log_args(&["--log", "x", "--since", "2026-01-01T00:00:00Z"]);
         let error = read_matching(&path, &since).unwrap_err();
         assert!(
             error.contains(":1: time: `yesterday` is not an RFC 3339 time"),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_line_torn_by_a_crash_is_ended_and_the_log_goes_on() {
+        let scratch = Scratch::new("torn");
+        let path = scratch.0.join("audit.jsonl");
+        let good = serde_json::to_string(&entry(1, "a", "t", "allow", &now())).unwrap();
+        std::fs::write(&path, format!("{good}\n{}", &good[..40])).unwrap();
+        let log = AuditLog::open(&path).unwrap();
+        log.record(&entry(2, "a", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        let args = log_args(&["--log", path.to_str().unwrap()]);
+        let (entries, skipped) = read_matching(&path, &args).unwrap();
+        let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
+        assert_eq!(ids, ["call-1", "call-2"]);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(skipped[0].contains(":2: "), "{skipped:?}");
     }
 
     #[test]

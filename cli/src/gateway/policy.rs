@@ -101,7 +101,7 @@ pub fn effective_hints(
 ) -> EffectiveHints {
     let mut hints = *served;
     for assert in asserts {
-        if assert.upstream.matches(upstream) && assert.tool.matches(tool) {
+        if assert.upstream.matches(upstream) && tool_matches(&assert.tool, upstream, tool) {
             for hint in Hint::ALL {
                 if let Some(value) = assert.hints[hint as usize] {
                     hints.assert(hint, value);
@@ -110,6 +110,57 @@ pub fn effective_hints(
         }
     }
     EffectiveHints(hints)
+}
+
+/// Whether a `tool` glob names `upstream`'s tool `tool`: by its own name
+/// (`delete_*`), or by the name clients see (`notes__delete_*`). Either is
+/// what an operator may write; a glob written one way must not silently
+/// miss a tool named the other way, since a `deny` that matches nothing
+/// lets everything through.
+pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
+    glob.matches(tool) || glob.matches(&super::namespaced(upstream, tool))
+}
+
+/// The `tool` globs of `config`'s rules and asserts (other than `*`) that
+/// match no tool of the upstreams they name, among `tools` (each
+/// upstream's name and its own tool names), in config order: `rule[0].tool
+/// `delte_note` matches no tool of `notes``. Said on stderr at start, since
+/// a typo there makes a rule that never fires.
+pub fn unmatched_tool_globs<'a>(
+    config: &Config,
+    tools: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> Vec<String> {
+    let scopes =
+        config
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| (format!("rule[{index}]"), &rule.upstream, &rule.tool))
+            .chain(config.asserts.iter().enumerate().map(|(index, assert)| {
+                (format!("assert[{index}]"), &assert.upstream, &assert.tool)
+            }));
+    let mut unmatched = Vec::new();
+    for (path, upstream_glob, tool_glob) in scopes {
+        if tool_glob.as_str() == "*" {
+            continue;
+        }
+        let mut named = tools
+            .clone()
+            .filter(|(upstream, _)| upstream_glob.matches(upstream))
+            .peekable();
+        if named.peek().is_none() {
+            // Its upstreams listed nothing (yet): nothing to judge by.
+            continue;
+        }
+        if !named.any(|(upstream, tool)| tool_matches(tool_glob, upstream, tool)) {
+            unmatched.push(format!(
+                "{path}.tool `{}` matches no tool of the upstreams `{}` names",
+                crate::text::one_line(tool_glob.as_str()),
+                crate::text::one_line(upstream_glob.as_str())
+            ));
+        }
+    }
+    unmatched
 }
 
 /// One call, as the rules see it.
@@ -324,7 +375,7 @@ impl Policy {
 
     fn matches(&self, rule: &RuleConfig, call: &CallScope<'_>) -> bool {
         rule.upstream.matches(call.upstream)
-            && rule.tool.matches(call.tool)
+            && tool_matches(&rule.tool, call.upstream, call.tool)
             && rule.principal.matches(call.principal)
             && rule
                 .when
@@ -388,7 +439,9 @@ mod tests {
 
     const HEAD: &str = "[log]\npath = \"a.jsonl\"\n\
                         [[upstream]]\nname = \"notes\"\ncommand = [\"x\"]\n\
-                        [[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+                        [[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+                        [[client]]\nprincipal = \"alice\"\ntoken = \"alice-token-0123456789\"\n\
+                        [[client]]\nprincipal = \"bob\"\ntoken = \"bob-token-0123456789\"\n";
 
     fn config(rest: &str) -> Config {
         parse_with_env(&format!("{HEAD}{rest}"), Path::new("g.toml"), &|_| None)
@@ -579,10 +632,53 @@ mod tests {
             policy.decide(&call("web", "delete_x", "alice", &hints), now),
             Verdict::Allow { rule: None }
         );
-        // The tool glob reads the upstream's own name, not `web__delete_x`.
+        // `delete_*` is not a prefix of a tool whose own name is
+        // `web__delete_x` (seen by clients as `web__web__delete_x`).
         assert_eq!(
             policy.decide(&call("web", "web__delete_x", "bob", &hints), now),
             Verdict::Allow { rule: None }
+        );
+    }
+
+    #[test]
+    fn tool_globs_match_the_names_clients_see_too() {
+        // Written as clients see the tools: it must not miss them.
+        let config = config(
+            "[[rule]]\naction = \"deny\"\ntool = \"notes__delete_*\"\n\
+             [[assert]]\ntool = \"web__fetch\"\nopenWorldHint = false\n",
+        );
+        let policy = Policy::new(&config);
+        let hints = write();
+        let now = Instant::now();
+        assert_eq!(
+            policy.decide(&call("notes", "delete_note", "bob", &hints), now),
+            Verdict::Deny { rule: Some(0) }
+        );
+        assert_eq!(
+            policy.decide(&call("web", "delete_note", "bob", &hints), now),
+            Verdict::Allow { rule: None }
+        );
+        let fetch = effective_hints(&config.asserts, "web", "fetch", &served(json!({})));
+        assert_eq!(fetch.get(Hint::OpenWorld), (false, Provenance::Asserted));
+    }
+
+    #[test]
+    fn tool_globs_that_match_no_listed_tool_are_named() {
+        let config = config(
+            "[[rule]]\naction = \"deny\"\nupstream = \"notes\"\ntool = \"delte_note\"\n\
+             [[rule]]\naction = \"deny\"\nupstream = \"notes\"\ntool = \"delete_*\"\n\
+             [[rule]]\naction = \"deny\"\nupstream = \"web\"\ntool = \"anything\"\n\
+             [[assert]]\ntool = \"notes__list*\"\nreadOnlyHint = true\n\
+             [[assert]]\ntool = \"nothing\"\nreadOnlyHint = true\n",
+        );
+        // web listed nothing: its rule cannot be judged yet.
+        let tools = [("notes", "delete_note"), ("notes", "list_notes")];
+        assert_eq!(
+            unmatched_tool_globs(&config, tools.iter().copied()),
+            [
+                "rule[0].tool `delte_note` matches no tool of the upstreams `notes` names",
+                "assert[1].tool `nothing` matches no tool of the upstreams `*` names",
+            ]
         );
     }
 
