@@ -78,6 +78,37 @@ pub struct Config {
     pub path: PathBuf,
 }
 
+impl Config {
+    /// What is valid but probably not what the operator meant, one message
+    /// each, to say on stderr at start: a `require_approval` rule with no
+    /// admin endpoint (its calls can only expire), and an HTTP endpoint
+    /// with no `[[client]]` (nobody can be let in).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.listen.admin_http.is_none() {
+            for (index, rule) in self.rules.iter().enumerate() {
+                if let RuleAction::RequireApproval { on_expiry, .. } = rule.action {
+                    let then = match on_expiry {
+                        Expiry::Deny => "denied",
+                        Expiry::Approve => "approved",
+                    };
+                    warnings.push(format!(
+                        "rule[{index}] requires approval, but `listen.admin_http` is not set: \
+                         nobody can approve, so its calls wait until they expire, then are {then}"
+                    ));
+                }
+            }
+        }
+        if self.listen.http.is_some() && self.clients.is_empty() {
+            warnings.push(
+                "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
+}
+
 /// `[listen]`: the gateway's own endpoints.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Listen {
@@ -2235,6 +2266,28 @@ action = "allow"
             )),
             "/etc/gw/gateway.toml:4:8: assert[0].tool: `***` is not a glob: wildcards are either \
              regular `*` or recursive `**` (at character 2)"
+        );
+    }
+
+    #[test]
+    fn likely_mistakes_are_warned_of() {
+        let text = format!(
+            "{LOG}{UPSTREAMS}[listen]\nhttp = \"127.0.0.1:0\"\n\
+             [[rule]]\naction = \"require_approval\"\ntool = \"x\"\n"
+        );
+        assert_eq!(
+            read(&text).unwrap().warnings(),
+            [
+                "rule[0] requires approval, but `listen.admin_http` is not set: nobody can \
+                 approve, so its calls wait until they expire, then are denied",
+                "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401",
+            ]
+        );
+        assert!(
+            read(&format!("{LOG}{UPSTREAMS}"))
+                .unwrap()
+                .warnings()
+                .is_empty()
         );
     }
 
