@@ -40,6 +40,15 @@ pub const DECISIONS: [&str; 9] = [
     "unavailable",
 ];
 
+/// The outcomes an [`Entry`] may record (and `--outcome` accepts).
+pub const OUTCOMES: [&str; 5] = [
+    "completed",
+    "tool_error",
+    "delivery_unknown",
+    "refused",
+    "unavailable",
+];
+
 /// One line of the audit log: one decision about one `tools/call`.
 ///
 /// Every call has two entries with the same `id`: `phase` `"decided"`,
@@ -81,8 +90,8 @@ pub struct Entry {
     /// The raw arguments, only with `[log] raw_arguments = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    /// `completed`, `tool_error`, `delivery_unknown`, `refused` or
-    /// `unavailable`; absent on a `decided` entry of a call that goes on.
+    /// One of [`OUTCOMES`]: `completed`, `tool_error`, `delivery_unknown`,
+    /// `refused` or `unavailable`; absent on a `decided` entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     /// How many times the call was sent upstream (resends included), on a
@@ -222,6 +231,7 @@ impl AuditLog {
             path: path.to_owned(),
             length,
             identity: identity(&opened),
+            failing: false,
             file,
         };
         std::thread::Builder::new()
@@ -288,6 +298,8 @@ struct Writer {
     /// The open file's device and inode, to tell whether the path still
     /// names it.
     identity: (u64, u64),
+    /// Whether the last line failed (said on stderr once).
+    failing: bool,
 }
 
 #[cfg(unix)]
@@ -352,6 +364,7 @@ impl Writer {
                 Ok(()) => self.append(&request.line),
                 Err(source) => Err(self.error("append to it", copy(source))),
             };
+            self.tell(written.as_ref().err());
             match (written, request.durability) {
                 (Ok(()), Durability::Synced) => to_sync.push(request.reply),
                 (written, _) => {
@@ -365,6 +378,11 @@ impl Writer {
             return unsynced;
         }
         let synced = self.file.sync_data();
+        let failed = synced
+            .as_ref()
+            .err()
+            .map(|source| self.error("sync it to disk", copy(source)));
+        self.tell(failed.as_ref());
         for reply in to_sync {
             let answer = match &synced {
                 Ok(()) => Ok(()),
@@ -385,6 +403,29 @@ impl Writer {
         }
         self.length += line.len() as u64;
         Ok(())
+    }
+
+    /// Says on stderr when the log starts failing (every call is refused
+    /// from then on, and the operator must know why) and when it is
+    /// written again; once per change, not once per call.
+    fn tell(&mut self, error: Option<&LogError>) {
+        match (error, self.failing) {
+            (Some(error), false) => {
+                eprintln!(
+                    "gateway: {}; calls are refused until it can be written",
+                    crate::text::one_line(&error.to_string())
+                );
+                self.failing = true;
+            }
+            (None, true) => {
+                eprintln!(
+                    "gateway: audit log {} is written again",
+                    crate::text::one_line(&self.path.display().to_string())
+                );
+                self.failing = false;
+            }
+            _ => {}
+        }
     }
 
     fn error(&self, action: &'static str, source: std::io::Error) -> LogError {
@@ -472,6 +513,11 @@ pub struct LogArgs {
     /// Only this decision.
     #[arg(long, value_parser = DECISIONS)]
     pub decision: Option<String>,
+    /// Only entries with this outcome (a `finished` entry's: an allowed
+    /// call whose upstream was unavailable is decision `allow`, outcome
+    /// `unavailable`).
+    #[arg(long, value_parser = OUTCOMES)]
+    pub outcome: Option<String>,
     /// Only entries at or after this time, e.g. `2026-03-16T09:00:00Z` or
     /// `2026-03-16T11:00:00+02:00`.
     #[arg(long, value_name = "RFC3339", value_parser = parse_since)]
@@ -498,6 +544,7 @@ impl LogArgs {
         if !(same(&self.principal, &entry.principal)
             && same(&self.upstream, &entry.upstream)
             && same(&self.decision, &entry.decision)
+            && (self.outcome.is_none() || self.outcome == entry.outcome)
             && self.tool.as_ref().is_none_or(|pattern| {
                 super::policy::tool_matches(pattern, &entry.upstream, &entry.tool)
             }))
@@ -1094,7 +1141,7 @@ mod tests {
     fn filters_select_entries() {
         let scratch = Scratch::new("filter");
         let path = scratch.0.join("audit.jsonl");
-        let lines = [
+        let mut lines = [
             entry(
                 1,
                 "alice",
@@ -1118,6 +1165,7 @@ mod tests {
                 "2026-03-16T12:00:00.000Z",
             ),
         ];
+        lines[1].outcome = Some("completed".into());
         let text: String = lines
             .iter()
             .map(|entry| serde_json::to_string(entry).unwrap() + "\n")
@@ -1139,6 +1187,8 @@ mod tests {
             ["call-1", "call-3", "call-4"]
         );
         assert_eq!(ids(&["--tool", "delete_*"]), ["call-1", "call-4"]);
+        assert_eq!(ids(&["--tool", "memory__delete_*"]), ["call-1", "call-4"]);
+        assert_eq!(ids(&["--outcome", "completed"]), ["call-2"]);
         assert_eq!(
             ids(&["--decision", "allow", "--principal", "alice"]),
             ["call-3"]
