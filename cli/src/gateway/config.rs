@@ -40,6 +40,8 @@ pub mod defaults {
     pub const CALL_TIMEOUT: Duration = mcp_hints::client::defaults::CALL_TIMEOUT;
     /// A `require_approval` rule's `timeout_secs` when not given: 5 minutes.
     pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+    /// A token shorter than this is warned of at start: 16 characters.
+    pub const MIN_TOKEN_CHARS: usize = 16;
     /// The longest duration any `*_secs` key takes: 366 days. Longer ones
     /// are refused, because a parked call's expiry time must stay
     /// representable (`SystemTime + timeout` panics on overflow).
@@ -81,10 +83,30 @@ pub struct Config {
 impl Config {
     /// What is valid but probably not what the operator meant, one message
     /// each, to say on stderr at start: a `require_approval` rule with no
-    /// admin endpoint (its calls can only expire), and an HTTP endpoint
-    /// with no `[[client]]` (nobody can be let in).
+    /// admin endpoint (its calls can only expire), an HTTP endpoint with no
+    /// `[[client]]` (nobody can be let in), and a token shorter than
+    /// [`defaults::MIN_TOKEN_CHARS`] (guessable).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        let tokens = self
+            .clients
+            .iter()
+            .map(|client| (format!("client `{}`", client.principal), &client.token))
+            .chain(
+                self.admin
+                    .iter()
+                    .map(|admin| ("the admin".to_owned(), &admin.token)),
+            );
+        for (whose, token) in tokens {
+            let length = token.expose().chars().count();
+            if length < defaults::MIN_TOKEN_CHARS {
+                warnings.push(format!(
+                    "{whose}'s token is shorter than {min} characters ({length}): use at least \
+                     {min} random ones (`openssl rand -hex 16`)",
+                    min = defaults::MIN_TOKEN_CHARS
+                ));
+            }
+        }
         if self.listen.admin_http.is_none() {
             for (index, rule) in self.rules.iter().enumerate() {
                 if let RuleAction::RequireApproval { on_expiry, .. } = rule.action {
@@ -2288,6 +2310,14 @@ action = "allow"
                 .unwrap()
                 .warnings()
                 .is_empty()
+        );
+        let short = format!("{LOG}{UPSTREAMS}[[client]]\nprincipal = \"bob\"\ntoken = \"x\"\n");
+        assert_eq!(
+            read(&short).unwrap().warnings(),
+            [
+                "client `bob`'s token is shorter than 16 characters (1): use at least 16 random \
+                 ones (`openssl rand -hex 16`)"
+            ]
         );
     }
 
