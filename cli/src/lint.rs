@@ -391,7 +391,12 @@ fn spec_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
 
-fn name_problem(name: &str) -> Option<String> {
+/// What is wrong with a tool name, if anything, against the spec's rule
+/// (MCP 2025-11-25, tools: names SHOULD be 1 to 128 characters of `A-Z a-z
+/// 0-9 _ - .`): `is empty`, `is 130 characters long, more than 128`,
+/// `contains `\u{1b}``, each character shown escaped. Lint's
+/// `invalid_tool_name`; the gateway leaves such tools out.
+pub(crate) fn name_problem(name: &str) -> Option<String> {
     let length = name.chars().count();
     if length == 0 {
         return Some("is empty".to_owned());

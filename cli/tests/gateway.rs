@@ -1521,3 +1521,795 @@ fn an_upstream_that_would_not_start_serves_once_it_can() {
     assert!(by_name(&after["results"][0]).contains_key("late__echo"));
     assert_eq!(text(&after["results"][1]), "x");
 }
+
+/// A `sleep` argument no other process has, `SECS.PID` (sleep takes
+/// fractions), and the `pgrep -f` pattern that finds it (and a `sh -c`
+/// whose script holds it) alone.
+fn unique_sleep(secs: u32) -> (String, String) {
+    let pid = std::process::id();
+    (format!("{secs}.{pid}"), format!("sleep {secs}[.]{pid}"))
+}
+
+/// The pids of the processes whose command line matches `pattern`.
+fn running(pattern: &str) -> Vec<libc::pid_t> {
+    let output = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Waits (`within` at most) until nothing matches `pattern`; what is left
+/// then is killed, by pid, and returned, so that a failing test leaves
+/// nothing behind.
+fn left_running(pattern: &str, within: Duration) -> Vec<libc::pid_t> {
+    let deadline = Instant::now() + within;
+    loop {
+        let pids = running(pattern);
+        if pids.is_empty() || Instant::now() >= deadline {
+            for pid in &pids {
+                // SAFETY: kill(2) by pid, on a process this test started.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
+            }
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Sends `signal` to the gateway and waits (10 s at most) until it exits:
+/// its status, once every line it wrote on stderr is read.
+fn stop_with(child: &mut Child, signal: libc::c_int, stderr: &Mutex<Vec<String>>) -> String {
+    // SAFETY: kill(2) on a child of ours, by its id.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            // The reader thread sees the end of the pipe soon after.
+            std::thread::sleep(Duration::from_millis(300));
+            return format!("{status:?}: {}", stderr.lock().unwrap().join("\n"));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gateway did not exit within 10 s of signal {signal}: {}",
+            stderr.lock().unwrap().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A config with the notes upstream and `extra` after it.
+fn notes_config(extra: &str) -> String {
+    let notes = notes_server().to_string_lossy().into_owned();
+    format!(
+        "{PREAMBLE}\n[[upstream]]\nname = \"notes\"\ncommand = {}\n\n{extra}",
+        toml_list(&[notes])
+    )
+}
+
+#[test]
+fn an_upstream_that_never_answers_initialize_is_unavailable_and_stopped() {
+    let dir = scratch("mute");
+    let (secs, pattern) = unique_sleep(1000);
+    let starts = dir.join("mute-starts.txt");
+    let script = format!("echo started >> '{}'; exec sleep {secs}", starts.display());
+    let extra = format!(
+        "[[upstream]]\nname = \"mute\"\ncommand = {}\ncall_timeout_secs = 2\n",
+        toml_list(&["sh".to_owned(), "-c".to_owned(), script])
+    );
+    let started = Instant::now();
+    let gateway = Gateway::start(&dir, &notes_config(&extra));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "served after {:?}",
+        started.elapsed()
+    );
+    let stderr = gateway.stderr();
+    assert!(
+        stderr.lines().any(|line| {
+            line.starts_with("gateway: upstream `mute` is unavailable: ")
+                && line.contains("did not answer initialize within 2 s")
+        }),
+        "{stderr}"
+    );
+    let session = gateway.python(TOKEN, "auto", &json!([{ "op": "list" }]));
+    assert!(
+        by_name(&session["results"][0]).contains_key("notes__list_notes"),
+        "{session}"
+    );
+    assert_eq!(
+        left_running(&pattern, Duration::from_secs(3)),
+        Vec::<libc::pid_t>::new()
+    );
+    // The gateway tries it again after 5 s: that try is bounded the same
+    // way, and what it started is stopped too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&starts)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "not tried again: {}",
+            gateway.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        left_running(&pattern, Duration::from_secs(5)),
+        Vec::<libc::pid_t>::new()
+    );
+    drop(gateway);
+    assert_eq!(
+        left_running(&pattern, Duration::from_secs(2)),
+        Vec::<libc::pid_t>::new()
+    );
+}
+
+#[test]
+fn upstream_process_groups_are_stopped_when_the_gateway_stops() {
+    let dir = scratch("orphans");
+    let notes = notes_server().to_string_lossy().into_owned();
+    // The newcomer's case: a wrapper that outlives its server.
+    let (wrapped, wrapped_pattern) = unique_sleep(1001);
+    // A member of the group whose leader exits by itself when its stdin
+    // closes.
+    let (forked, forked_pattern) = unique_sleep(1002);
+    let command = |script: String| toml_list(&["sh".to_owned(), "-c".to_owned(), script]);
+    let extra = format!(
+        "[[upstream]]\nname = \"wrapped\"\ncommand = {}\n\n\
+         [[upstream]]\nname = \"forked\"\ncommand = {}\n",
+        command(format!("'{notes}'; exec sleep {wrapped}")),
+        command(format!("sleep {forked} & exec '{notes}'")),
+    );
+    let mut gateway = Gateway::start(&dir, &notes_config(&extra));
+    assert_eq!(running(&forked_pattern).len(), 1, "{}", gateway.stderr());
+    let stopped = stop_with(&mut gateway.child, libc::SIGTERM, &gateway.stderr);
+    let left = [
+        left_running(&wrapped_pattern, Duration::from_secs(2)),
+        left_running(&forked_pattern, Duration::from_secs(2)),
+    ];
+    assert_eq!(left, [Vec::<libc::pid_t>::new(), Vec::new()], "{stopped}");
+    assert!(
+        stopped.starts_with("ExitStatus(unix_wait_status(0))"),
+        "{stopped}"
+    );
+    assert!(
+        stopped.contains("gateway: stopping on SIGTERM"),
+        "{stopped}"
+    );
+}
+
+#[test]
+fn a_signal_during_start_up_stops_the_upstreams_already_started() {
+    let dir = scratch("start-up-signal");
+    let (secs, pattern) = unique_sleep(1003);
+    // It never answers; the default timeout (30 s) keeps the gateway
+    // starting while the signal comes.
+    let extra = format!(
+        "[[upstream]]\nname = \"slow\"\ncommand = {}\n",
+        toml_list(&[
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("exec sleep {secs}")
+        ])
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, notes_config(&extra)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["gateway", "serve", "--config"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mcp-hints runs");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let (lines, stderr) = (lines.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running(&pattern).is_empty() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`slow` did not start: {}", lines.lock().unwrap().join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = stop_with(&mut child, libc::SIGTERM, &lines);
+    let left = left_running(&pattern, Duration::from_secs(2));
+    assert_eq!(left, Vec::<libc::pid_t>::new(), "{stopped}");
+    assert!(!stopped.contains("gateway: serving"), "{stopped}");
+    assert!(
+        stopped.contains("gateway: stopping on SIGTERM"),
+        "{stopped}"
+    );
+    assert!(
+        stopped.starts_with("ExitStatus(unix_wait_status(0))"),
+        "{stopped}"
+    );
+}
+
+#[test]
+fn sighup_and_sigint_stop_the_gateway_saying_which() {
+    for (signal, name) in [(libc::SIGHUP, "SIGHUP"), (libc::SIGINT, "SIGINT")] {
+        let dir = scratch(&format!("stop-on-{name}"));
+        let mut gateway = Gateway::start(&dir, &notes_config(""));
+        let stopped = stop_with(&mut gateway.child, signal, &gateway.stderr);
+        assert!(
+            stopped.starts_with("ExitStatus(unix_wait_status(0))"),
+            "{stopped}"
+        );
+        assert!(
+            stopped.contains(&format!("gateway: stopping on {name}")),
+            "{stopped}"
+        );
+    }
+}
+
+#[test]
+fn an_upstream_that_served_says_when_it_is_unavailable_and_when_it_serves_again() {
+    let dir = scratch("unavailable-again");
+    let down = dir.join("down");
+    let wrapper = dir.join("fx.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e '{}' ] && exit 1\nexec '{}' '{}' '{}'\n",
+            down.display(),
+            installed().python().display(),
+            peers::fixture("gateway_upstream.py").display(),
+            dir.join("counter.txt").display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = format!(
+        "{PREAMBLE}\n[[upstream]]\nname = \"fx\"\ncommand = {}\ntrusted = true\n",
+        toml_list(&[wrapper.to_string_lossy().into_owned()])
+    );
+    let gateway = Gateway::start(&dir, &config);
+    // It serves, then exits, and cannot be started again.
+    gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            call("fx__echo", json!({ "text": "up" })),
+            call("fx__count_then_die", json!({})),
+        ]),
+    );
+    std::fs::write(&down, "").unwrap();
+    let refused = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([call("fx__echo", json!({ "text": "down" }))]),
+    );
+    assert!(
+        text(&refused["results"][0]).contains("unavailable"),
+        "{refused}"
+    );
+    let stderr = gateway.stderr();
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.starts_with("gateway: upstream `fx` is unavailable: ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("upstream `fx` serves again"), "{stderr}");
+    std::fs::remove_file(&down).unwrap();
+    let again = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([call("fx__echo", json!({ "text": "again" }))]),
+    );
+    assert_eq!(text(&again["results"][0]), "again", "{again}");
+    assert!(
+        gateway
+            .stderr()
+            .contains("gateway: upstream `fx` serves again"),
+        "{}",
+        gateway.stderr()
+    );
+}
+
+/// A config with the fixture upstream `fx` started with `args`, the admin
+/// endpoint on a free loopback port with [`ADMIN_TOKEN`], and `extra`.
+fn fx_admin_config(dir: &Path, args: &[&str], extra: &str) -> String {
+    fx_config(
+        dir,
+        args,
+        &format!("[admin]\ntoken = \"{ADMIN_TOKEN}\"\n\n{extra}"),
+    )
+    .replace(
+        "http = \"127.0.0.1:0\"\n",
+        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
+    )
+}
+
+/// `fx__count` needs an approver, for a minute.
+const COUNT_NEEDS_APPROVAL: &str = r#"[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "count"
+timeout_secs = 60
+on_expiry = "approve"
+"#;
+
+/// Waits (20 s at most) until nothing is parked.
+fn wait_until_nothing_parked(admin: &str, gateway: &Gateway) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let parked = pending_ids(admin, 0);
+        if parked.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still parked: {parked:?}\n{}",
+            gateway.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Checks that the parked call `id` is gone for good: approving it is the
+/// admin client's 404, it never ran upstream, and the log says it was
+/// abandoned.
+fn assert_abandoned(gateway: &Gateway, admin: &str, id: &str) {
+    let approved = admin_command(&["approve", id, "--admin", admin]);
+    let said = String::from_utf8_lossy(&approved.stderr);
+    assert_eq!(approved.status.code(), Some(2), "{said}");
+    assert!(said.contains("404"), "{said}");
+    assert!(said.contains("abandoned"), "{said}");
+    assert_eq!(executions(&gateway.dir), 0, "the withdrawn call ran");
+    let entries: Vec<String> = gateway
+        .log()
+        .iter()
+        .filter(|entry| entry["id"] == id)
+        .map(|entry| {
+            format!(
+                "{}:{}:{}",
+                entry["phase"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+                entry["outcome"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            "decided:require_approval:-",
+            "decided:abandoned:-",
+            "finished:abandoned:refused",
+        ],
+        "{}",
+        gateway.stderr()
+    );
+    assert!(
+        gateway
+            .stderr()
+            .contains(&format!("gateway: call {id} of `fx__count` was abandoned")),
+        "{}",
+        gateway.stderr()
+    );
+}
+
+#[test]
+fn a_parked_call_its_client_cancels_is_abandoned_and_never_runs() {
+    let dir = scratch("abandon-cancelled");
+    let gateway = Arc::new(Gateway::start(
+        &dir,
+        &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL),
+    ));
+    let admin = gateway.admin.clone().unwrap();
+    // `initialize`: the SDK gives up the call with notifications/cancelled,
+    // and keeps its session open meanwhile.
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            gateway.python(
+                TOKEN,
+                "legacy",
+                &json!([
+                    { "op": "call_then_cancel", "name": "fx__count", "arguments": {}, "after": 3 },
+                    { "op": "sleep", "seconds": 8 },
+                    call("fx__echo", json!({ "text": "still here" })),
+                ]),
+            )
+        })
+    };
+    let ids = pending_ids(&admin, 1);
+    wait_until_nothing_parked(&admin, &gateway);
+    assert_abandoned(&gateway, &admin, &ids[0]);
+    let session = client.join().unwrap();
+    assert_eq!(session["results"][0], json!({ "cancelled": true }));
+    // The session was not what ended it: it still serves.
+    assert_eq!(text(&session["results"][2]), "still here", "{session}");
+    assert_eq!(executions(&dir), 0);
+}
+
+#[test]
+fn a_parked_call_whose_client_is_killed_is_abandoned_and_never_runs() {
+    let dir = scratch("abandon-killed");
+    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL));
+    let admin = gateway.admin.clone().unwrap();
+    // 2026-07-28 over HTTP: the request's stream closes with the process.
+    let mut client = Command::new(installed().python())
+        .arg(peers::fixture("gateway_client.py"))
+        .args([
+            gateway.url.as_str(),
+            TOKEN,
+            "auto",
+            &json!([call("fx__count", json!({}))]).to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ids = pending_ids(&admin, 1);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    wait_until_nothing_parked(&admin, &gateway);
+    assert_abandoned(&gateway, &admin, &ids[0]);
+}
+
+/// One raw HTTP/1.1 request to the gateway's `/mcp` (`Connection: close`,
+/// answers read for 30 s at most): the whole answer.
+fn mcp_request(
+    address: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> String {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: \
+         application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The `mcp-session-id` an answer names.
+fn session_of(answer: &str) -> String {
+    answer
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {answer}"))
+}
+
+#[test]
+fn sessions_belong_to_the_principal_that_created_them() {
+    const BOB: &str = "bob-secret-token-77a0";
+    let dir = scratch("session-owners");
+    let extra =
+        format!("{COUNT_NEEDS_APPROVAL}\n[[client]]\nprincipal = \"bob\"\ntoken = \"{BOB}\"\n");
+    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], &extra));
+    let admin = gateway.admin.clone().unwrap();
+    let address = gateway.address();
+    let (alice, bob) = (format!("Bearer {TOKEN}"), format!("Bearer {BOB}"));
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+
+    let opened = post(&address, &[("Authorization", &alice)]);
+    assert!(opened.starts_with("HTTP/1.1 200"), "{opened}");
+    let hers = session_of(&opened);
+    let in_hers = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", hers.as_str()),
+    ];
+    let answer = mcp_request(&address, "POST", &in_hers, Some(&initialized));
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    let answer = mcp_request(&address, "POST", &in_hers, Some(&list));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("fx__count"), "{answer}");
+    // A call of hers waits for an approver.
+    let parked_call = {
+        let (address, hers, alice) = (address.clone(), hers.clone(), alice.clone());
+        std::thread::spawn(move || {
+            let call = json!({
+                "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": { "name": "fx__count", "arguments": {} }
+            });
+            mcp_request(
+                &address,
+                "POST",
+                &[("Authorization", &alice), ("Mcp-Session-Id", &hers)],
+                Some(&call),
+            )
+        })
+    };
+    let ids = pending_ids(&admin, 1);
+
+    // bob's token with her session: unknown to him, as a session that
+    // does not exist is, for every method; nothing says whose it is.
+    let as_bob = [
+        ("Authorization", bob.as_str()),
+        ("Mcp-Session-Id", hers.as_str()),
+    ];
+    let unknown = [
+        ("Authorization", bob.as_str()),
+        ("Mcp-Session-Id", "00000000-0000-4000-8000-000000000000"),
+    ];
+    for (method, body) in [("POST", Some(&list)), ("GET", None), ("DELETE", None)] {
+        let foreign = mcp_request(&address, method, &as_bob, body);
+        assert!(foreign.starts_with("HTTP/1.1 404"), "{method}: {foreign}");
+        assert!(!foreign.contains("alice"), "{method}: {foreign}");
+        let missing = mcp_request(&address, method, &unknown, body);
+        assert!(missing.starts_with("HTTP/1.1 404"), "{method}: {missing}");
+    }
+    // His own session works; hers is untouched, her call still parked.
+    let his = session_of(&post(&address, &[("Authorization", &bob)]));
+    let in_his = [
+        ("Authorization", bob.as_str()),
+        ("Mcp-Session-Id", his.as_str()),
+    ];
+    assert!(mcp_request(&address, "POST", &in_his, Some(&initialized)).starts_with("HTTP/1.1 202"));
+    let answer = mcp_request(&address, "POST", &in_his, Some(&list));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = mcp_request(&address, "POST", &in_hers, Some(&list));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(pending_ids(&admin, 1), ids);
+
+    // She ends her session: her parked call goes with it, and the session
+    // id is unknown from then on, to her too.
+    let ended = mcp_request(&address, "DELETE", &in_hers, None);
+    assert!(ended.starts_with("HTTP/1.1 2"), "{ended}");
+    wait_until_nothing_parked(&admin, &gateway);
+    assert_abandoned(&gateway, &admin, &ids[0]);
+    let after = mcp_request(&address, "POST", &in_hers, Some(&list));
+    assert!(after.starts_with("HTTP/1.1 404"), "{after}");
+    let _ = parked_call.join();
+    assert_eq!(executions(&dir), 0);
+}
+
+#[test]
+fn the_admin_endpoint_refuses_foreign_origins_and_hosts_with_403() {
+    let dir = scratch("admin-guard");
+    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], ""));
+    let admin = gateway.admin.clone().unwrap();
+    let address = admin.trim_start_matches("http://").to_owned();
+    let get = |host: &str, extra: &str| {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /pending HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\
+             {extra}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    let port = address.rsplit_once(':').unwrap().1;
+    let own = get(&address, "");
+    assert!(own.starts_with("HTTP/1.1 200"), "{own}");
+    let localhost = get(
+        &format!("localhost:{port}"),
+        &format!("Origin: http://localhost:{port}\r\n"),
+    );
+    assert!(localhost.starts_with("HTTP/1.1 200"), "{localhost}");
+    let foreign_origin = get(&address, "Origin: https://evil.example\r\n");
+    assert!(
+        foreign_origin.starts_with("HTTP/1.1 403"),
+        "{foreign_origin}"
+    );
+    let foreign_host = get("evil.example", "");
+    assert!(foreign_host.starts_with("HTTP/1.1 403"), "{foreign_host}");
+    let rebound = get(&format!("evil.example:{port}"), "");
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    // The decisions are guarded the same way.
+    let mut stream = TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "POST /deny/x HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+}
+
+#[test]
+fn tools_whose_names_the_spec_does_not_allow_are_left_out_and_said_once() {
+    let dir = scratch("bad-names");
+    let gateway = Gateway::start(&dir, &fx_config(&dir, &["--bad-names"], ""));
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            { "op": "list" },
+            call("fx__", json!({})),
+            call("fx__has space", json!({})),
+            // A change of the list rebuilds the served one.
+            call("fx__grow", json!({})),
+            { "op": "sleep", "seconds": 1 },
+            { "op": "list" },
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    for list in [&results[0], &results[5]] {
+        let names = by_name(list);
+        assert!(names.contains_key("fx__echo"), "{:?}", names.keys());
+        assert!(
+            names.contains_key("notes__list_notes"),
+            "{:?}",
+            names.keys()
+        );
+        for name in names.keys() {
+            let tool = name.strip_prefix("fx__").unwrap_or("ok");
+            assert!(
+                !tool.is_empty()
+                    && tool.len() <= 128
+                    && tool
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)),
+                "served: {name:?}"
+            );
+        }
+    }
+    assert!(
+        by_name(&results[5]).contains_key("fx__grown"),
+        "{}",
+        results[5]
+    );
+    for refused in [&results[1], &results[2]] {
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
+    assert_eq!(executions(&dir), 0, "a left-out tool ran");
+    let stderr = gateway.stderr();
+    assert!(!stderr.contains('\u{1b}'), "not escaped: {stderr:?}");
+    let said = |needle: &str| {
+        stderr
+            .lines()
+            .filter(|line| {
+                line.starts_with("gateway: upstream `fx` lists a tool whose name ")
+                    && line.contains(needle)
+            })
+            .count()
+    };
+    assert_eq!(said("name `` is empty"), 1, "{stderr}");
+    assert_eq!(
+        said(r"name `evil\u{1b}[2Jname` contains `\u{1b}` and `[`"),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(said("name `has space` contains ` `"), 1, "{stderr}");
+    assert_eq!(said("is 129 characters long, more than 128"), 1, "{stderr}");
+    assert!(
+        stderr.contains("it is not served, the upstream's other tools are"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_read_lost_on_every_attempt_may_have_run_as_often_as_it_was_sent() {
+    // counter-server (trusted) behind fault-proxy, which swallows every
+    // response of `read`: a read-only tool, resent until the attempts run
+    // out.
+    let dir = scratch("lost-every-time");
+    let executions = dir.join("executions.txt");
+    let command = vec![
+        support::faults_binary("fault-proxy")
+            .to_string_lossy()
+            .into_owned(),
+        "--fault".to_owned(),
+        "drop-response:read@*".to_owned(),
+        "stdio".to_owned(),
+        "--".to_owned(),
+        support::faults_binary("counter-server")
+            .to_string_lossy()
+            .into_owned(),
+        "--executions".to_owned(),
+        executions.to_string_lossy().into_owned(),
+    ];
+    let config = format!(
+        "{PREAMBLE}\n[[upstream]]\nname = \"counter\"\ncommand = {}\ntrusted = true\n\
+         call_timeout_secs = 2\n",
+        toml_list(&command),
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(TOKEN, "auto", &json!([call("counter__read", json!({}))]));
+    let result = &session["results"][0];
+    assert_eq!(result["isError"], true, "{result}");
+    let attempts = result["_meta"]["mcp-hints/gateway"]["attempts"]
+        .as_u64()
+        .unwrap();
+    assert!(attempts > 1, "{result}");
+    let lost = text(result);
+    assert!(
+        lost.contains(&format!("It may have run up to {attempts} times")),
+        "{lost}"
+    );
+    assert!(!lost.contains("never more"), "{lost}");
+    assert_eq!(
+        finished_runs(&executions, "read") as u64,
+        attempts,
+        "{lost}"
+    );
+}
+
+#[test]
+fn a_call_to_an_upstream_that_cannot_be_started_again_says_so_in_a_sentence() {
+    let dir = scratch("not-sent");
+    let down = dir.join("down");
+    let wrapper = dir.join("fx.sh");
+    // Its second start fails: the call after its death cannot be sent.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e '{down}' ] && exit 1\ntouch '{down}'\nexec '{}' '{}' '{}'\n",
+            installed().python().display(),
+            peers::fixture("gateway_upstream.py").display(),
+            dir.join("counter.txt").display(),
+            down = down.display(),
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = format!(
+        "{PREAMBLE}\n[[upstream]]\nname = \"fx\"\ncommand = {}\ntrusted = true\n",
+        toml_list(&[wrapper.to_string_lossy().into_owned()])
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            call("fx__count_then_die", json!({})),
+            call("fx__count", json!({}))
+        ]),
+    );
+    let refused = &session["results"][1];
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = text(refused);
+    assert!(
+        said.starts_with("`fx__count` was not forwarded: upstream `fx` is unavailable (calls cannot be sent to it: "),
+        "{said}"
+    );
+    assert!(!said.contains("its calls"), "{said}");
+    assert_eq!(executions(&dir), 1, "only the call that died ran");
+}

@@ -189,9 +189,11 @@ impl Completed {
     }
 }
 
-/// A call whose delivery is unknown: it may have run once (never more),
-/// and it was not resent, because the policy forbids it or the attempts or
-/// the budget ran out.
+/// A call whose delivery is unknown, and not resent (again) because the
+/// policy forbids it or the attempts or the budget ran out. It may have
+/// run: once at most when it was sent once or keyed (a trusted server runs
+/// a key once), else as many times as it was sent, every resend being one
+/// the policy allowed (a read, or an idempotent write).
 #[derive(Debug)]
 pub struct DeliveryUnknown {
     /// The tool called.

@@ -4,7 +4,8 @@
 //! - [`Approvals`]: a `require_approval` rule (or a drifted tool) parks the
 //!   call with its exact arguments; `mcp-hints gateway approve|deny ID`
 //!   resolves it through the admin endpoint, or its rule's timeout does, by
-//!   the rule's `on_expiry`.
+//!   the rule's `on_expiry`; a client that withdraws it first abandons it,
+//!   and it is never forwarded.
 //! - [`DriftLock`]: the approved fingerprints, in the `mcp-hints pin`
 //!   format ([`mcp_hints::fingerprint::Lock`]), by namespaced tool name. A
 //!   tool that is new or changed since approval is not callable until an
@@ -80,6 +81,11 @@ pub enum Resolution {
         /// What the call became.
         decision: Expiry,
     },
+    /// Its client withdrew it before anyone decided
+    /// (`notifications/cancelled`, its session or connection ended, or its
+    /// request's future was dropped): it is not forwarded, whatever an
+    /// approver would have said.
+    Abandoned,
 }
 
 impl Resolution {
@@ -95,13 +101,14 @@ impl Resolution {
         )
     }
 
-    /// The audit log's `decision` for it: `approved`, `denied` or
-    /// `expired`.
+    /// The audit log's `decision` for it: `approved`, `denied`, `expired`
+    /// or `abandoned`.
     pub fn decision(&self) -> &'static str {
         match self {
             Resolution::Approved { .. } => "approved",
             Resolution::Denied { .. } => "denied",
             Resolution::Expired { .. } => "expired",
+            Resolution::Abandoned => "abandoned",
         }
     }
 }
@@ -122,9 +129,10 @@ pub enum ApprovalError {
 ///
 /// Each call waits on a oneshot channel whose sender sits in a map with the
 /// call, under a mutex that is never held across an await: an approver's
-/// decision, the timeout and the client going away each take the call out
-/// of the map exactly once, so a call is resolved once, and the id of a
-/// resolved call is unknown from then on.
+/// decision, the timeout and the client withdrawing the call (or its
+/// future being dropped) each take the call out of the map, and only the
+/// one that finds it there resolves it, so a call is resolved once, and the
+/// id of a resolved call is unknown from then on.
 #[derive(Clone, Debug, Default)]
 pub struct Approvals {
     waiting: Arc<Mutex<HashMap<String, Waiting>>>,
@@ -161,17 +169,28 @@ impl Approvals {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Parks `call` and waits until an approver approves or denies it, or
-    /// `timeout` passes (on tokio's clock): then it is
-    /// [`Resolution::Expired`] with `on_expiry`. Sets `call.expires_at` to
+    /// Parks `call` and waits until an approver approves or denies it,
+    /// `timeout` passes (on tokio's clock: then it is
+    /// [`Resolution::Expired`] with `on_expiry`), or `withdrawn` completes
+    /// (the client cancelled the request or went away: then it is
+    /// [`Resolution::Abandoned`]). Sets `call.expires_at` to
     /// `call.parked_at + timeout`.
     ///
-    /// Dropping the future (the client went away) takes the call out of
-    /// [`pending`](Approvals::pending); approving it then is
-    /// [`ApprovalError::UnknownId`]. A call whose id is parked already is
-    /// [`Resolution::Denied`] by `gateway` at once: ids are fresh UUIDs, so
-    /// that is a bug, and refusing is the safe side of it.
-    pub async fn park(&self, mut call: Parked, timeout: Duration, on_expiry: Expiry) -> Resolution {
+    /// When two of these come at once, an approver's decision already sent
+    /// wins; otherwise whichever takes the call out of the map first. A
+    /// call that ended is out of [`pending`](Approvals::pending), and
+    /// deciding it then is [`ApprovalError::UnknownId`]. Dropping the
+    /// future does the same (recording it is the caller's part). A call
+    /// whose id is parked already is [`Resolution::Denied`] by `gateway` at
+    /// once: ids are fresh UUIDs, so that is a bug, and refusing is the
+    /// safe side of it.
+    pub async fn park(
+        &self,
+        mut call: Parked,
+        timeout: Duration,
+        on_expiry: Expiry,
+        withdrawn: impl Future<Output = ()>,
+    ) -> Resolution {
         call.expires_at = call.parked_at + timeout;
         let id = call.id.clone();
         let (resolve, mut resolved) = oneshot::channel();
@@ -188,29 +207,48 @@ impl Approvals {
             approvals: self,
             id: &id,
         };
-        match tokio::time::timeout(timeout, &mut resolved).await {
-            Ok(Ok(resolution)) => resolution,
-            // The sender is only dropped unsent when the call leaves the
-            // map without a decision, which only `Unpark` does: refuse.
-            Ok(Err(_)) => Resolution::Denied {
-                by: "gateway (the parked call was dropped)".to_owned(),
+        let withdrawn = std::pin::pin!(withdrawn);
+        tokio::select! {
+            // A decision already sent is taken before a withdrawal or an
+            // expiry noticed in the same turn: the approver was told it
+            // was taken.
+            biased;
+            received = &mut resolved => match received {
+                Ok(resolution) => resolution,
+                // The sender is only dropped unsent when the call leaves
+                // the map without a decision, which only `Unpark` does:
+                // refuse.
+                Err(_) => Resolution::Denied {
+                    by: "gateway (the parked call was dropped)".to_owned(),
+                },
             },
-            Err(_elapsed) => {
-                let mut map = self.map();
-                if map.remove(&id).is_some() {
-                    Resolution::Expired {
-                        decision: on_expiry,
-                    }
-                } else {
-                    // An approver took it at the same moment, and sent
-                    // their decision while holding the map.
-                    drop(map);
-                    resolved.try_recv().unwrap_or(Resolution::Expired {
-                        decision: on_expiry,
-                    })
-                }
-            }
+            () = withdrawn => self.settle(&id, &mut resolved, Resolution::Abandoned),
+            () = tokio::time::sleep(timeout) => self.settle(
+                &id,
+                &mut resolved,
+                Resolution::Expired {
+                    decision: on_expiry,
+                },
+            ),
         }
+    }
+
+    /// Ends the parked call `id` as `ending` when it is still parked (it
+    /// leaves the map); when it is gone, an approver took it at the same
+    /// moment and sent their decision while holding the map: that is the
+    /// resolution.
+    fn settle(
+        &self,
+        id: &str,
+        resolved: &mut oneshot::Receiver<Resolution>,
+        ending: Resolution,
+    ) -> Resolution {
+        let mut map = self.map();
+        if map.remove(id).is_some() {
+            return ending;
+        }
+        drop(map);
+        resolved.try_recv().unwrap_or(ending)
     }
 
     /// Approves the parked call `id`: its [`park`](Approvals::park) returns
@@ -765,6 +803,11 @@ mod tests {
         }
     }
 
+    /// A withdrawal that never comes: the client stays.
+    fn never() -> std::future::Pending<()> {
+        std::future::pending()
+    }
+
     /// Waits (on tokio's clock, without advancing it much) until `id` is
     /// parked.
     async fn parked(approvals: &Approvals, id: &str) {
@@ -780,7 +823,12 @@ mod tests {
             let approvals = approvals.clone();
             async move {
                 approvals
-                    .park(call("c1", 100), Duration::from_secs(300), Expiry::Deny)
+                    .park(
+                        call("c1", 100),
+                        Duration::from_secs(300),
+                        Expiry::Deny,
+                        never(),
+                    )
                     .await
             }
         });
@@ -811,7 +859,12 @@ mod tests {
             let approvals = approvals.clone();
             async move {
                 approvals
-                    .park(call("c2", 0), Duration::from_secs(60), Expiry::Approve)
+                    .park(
+                        call("c2", 0),
+                        Duration::from_secs(60),
+                        Expiry::Approve,
+                        never(),
+                    )
                     .await
             }
         });
@@ -828,7 +881,12 @@ mod tests {
         let approvals = Approvals::new();
         let started = tokio::time::Instant::now();
         let denied = approvals
-            .park(call("c3", 0), Duration::from_secs(300), Expiry::Deny)
+            .park(
+                call("c3", 0),
+                Duration::from_secs(300),
+                Expiry::Deny,
+                never(),
+            )
             .await;
         assert_eq!(
             denied,
@@ -839,7 +897,12 @@ mod tests {
         assert!(!denied.proceeds());
         assert_eq!(started.elapsed(), Duration::from_secs(300));
         let approved = approvals
-            .park(call("c4", 0), Duration::from_secs(5), Expiry::Approve)
+            .park(
+                call("c4", 0),
+                Duration::from_secs(5),
+                Expiry::Approve,
+                never(),
+            )
             .await;
         assert!(approved.proceeds());
         assert_eq!(approved.decision(), "expired");
@@ -861,7 +924,12 @@ mod tests {
             let approvals = approvals.clone();
             async move {
                 approvals
-                    .park(call("gone", 0), Duration::from_secs(300), Expiry::Approve)
+                    .park(
+                        call("gone", 0),
+                        Duration::from_secs(300),
+                        Expiry::Approve,
+                        never(),
+                    )
                     .await
             }
         });
@@ -874,6 +942,60 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_call_its_client_withdraws_is_abandoned_and_cannot_be_decided() {
+        let approvals = Approvals::new();
+        let (withdraw, withdrawn) = oneshot::channel::<()>();
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move {
+                approvals
+                    .park(
+                        call("w", 0),
+                        Duration::from_secs(300),
+                        // Abandoned even where expiry would approve.
+                        Expiry::Approve,
+                        async move {
+                            let _ = withdrawn.await;
+                        },
+                    )
+                    .await
+            }
+        });
+        parked(&approvals, "w").await;
+        withdraw.send(()).unwrap();
+        let resolution = waiting.await.unwrap();
+        assert_eq!(resolution, Resolution::Abandoned);
+        assert!(!resolution.proceeds());
+        assert_eq!(resolution.decision(), "abandoned");
+        assert!(approvals.pending().is_empty());
+        assert!(matches!(
+            approvals.approve("w", "late"),
+            Err(ApprovalError::UnknownId { .. })
+        ));
+
+        // A decision sent before the withdrawal is noticed stands.
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move {
+                approvals
+                    .park(
+                        call("d", 0),
+                        Duration::from_secs(300),
+                        Expiry::Deny,
+                        tokio::time::sleep(Duration::from_secs(1)),
+                    )
+                    .await
+            }
+        });
+        parked(&approvals, "d").await;
+        approvals.approve("d", "carol").unwrap();
+        assert_eq!(
+            waiting.await.unwrap(),
+            Resolution::Approved { by: "carol".into() }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn pending_lists_every_parked_call_oldest_first_with_its_arguments() {
         let approvals = Approvals::new();
         let mut tasks = Vec::new();
@@ -881,7 +1003,7 @@ mod tests {
             let approvals = approvals.clone();
             tasks.push(tokio::spawn(async move {
                 approvals
-                    .park(call(id, at), Duration::from_secs(60), Expiry::Deny)
+                    .park(call(id, at), Duration::from_secs(60), Expiry::Deny, never())
                     .await
             }));
         }
@@ -897,7 +1019,12 @@ mod tests {
         );
         // A duplicate id is refused at once, and the first call stays.
         let duplicate = approvals
-            .park(call("a", 0), Duration::from_secs(60), Expiry::Approve)
+            .park(
+                call("a", 0),
+                Duration::from_secs(60),
+                Expiry::Approve,
+                never(),
+            )
             .await;
         assert!(!duplicate.proceeds());
         assert_eq!(approvals.pending().len(), 3);

@@ -1,9 +1,10 @@
 //! What the gateway's clients talk to: an rmcp [`ServerHandler`] serving
 //! every upstream's tools, namespaced, with all four hints explicit; its
-//! streamable HTTP endpoint (Origin and Host checked by
-//! [`HttpGuard`], bearer tokens mapped to principals) and its stdio
-//! endpoint (principal `local`); and the admin endpoint where approvers
-//! see and decide parked calls.
+//! streamable HTTP endpoint (Origin checked by [`HttpGuard`], Host by
+//! rmcp, bearer tokens mapped to principals, each session kept to the
+//! principal that created it) and its stdio endpoint (principal `local`);
+//! and the admin endpoint where approvers see and decide parked calls
+//! (Origin and Host checked the same way).
 //!
 //! # A call, in order
 //!
@@ -13,11 +14,20 @@
 //! `decided` audit entry is written, and only then does anything go on (a
 //! log that cannot be written refuses the call, with nothing forwarded);
 //! a refusal is a tool error naming the rule; a call that needs approval
-//! is parked until an approver decides or it expires; the call goes
-//! through the upstream's replay-safe client; a lost response that was not
-//! resent comes back as a tool error saying delivery is unknown, the
-//! attempts, and what to read back; the `finished` entry records the
-//! outcome and the attempts.
+//! is parked until an approver decides or it expires, or is abandoned,
+//! never forwarded, when its client withdraws it first (rmcp cancels the
+//! request's token on `notifications/cancelled`, a closed request stream
+//! at 2026-07-28, and a session's end); the call goes through the
+//! upstream's replay-safe client; a lost response that was not resent
+//! comes back as a tool error saying delivery is unknown, the attempts
+//! (and so how often it may have run), and what to read back; the
+//! `finished` entry records the outcome and the attempts.
+//!
+//! # Tool names
+//!
+//! A tool whose own name the spec does not allow (empty, over 128
+//! characters, or outside `A-Z a-z 0-9 _ - .`) is not served, and said once
+//! on stderr; its upstream's other tools are.
 //!
 //! # Hints on the way through
 //!
@@ -34,7 +44,7 @@
 //! clients of the second on a `subscriptions/listen` stream that asked for
 //! `toolsListChanged`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -70,6 +80,7 @@ use super::log::{self, AuditLog, Durability, Entry};
 use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
 use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
 use super::{check_names, defaults, namespaced, split};
+use crate::lint::name_problem;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -95,10 +106,16 @@ struct Catalogue {
     /// As clients see them: namespaced, all four hints explicit.
     tools: Vec<Tool>,
     by_name: HashMap<String, Arc<Listed>>,
+    /// The tools left out for their names, as `(upstream, tool)`, with
+    /// what is wrong with the name.
+    left_out: HashMap<(String, String), String>,
 }
 
 impl Catalogue {
-    /// Builds the catalogue from every upstream's last known tools.
+    /// Builds the catalogue from every upstream's last known tools; a tool
+    /// whose own name is not one the spec allows ([`name_problem`]) is left
+    /// out, in [`left_out`](Catalogue::left_out), and its upstream's other
+    /// tools are served.
     ///
     /// # Errors
     ///
@@ -108,6 +125,12 @@ impl Catalogue {
         for upstream in upstreams {
             let unavailable = upstream.unavailable();
             for tool in upstream.tools().iter() {
+                if let Some(problem) = name_problem(&tool.name) {
+                    catalogue
+                        .left_out
+                        .insert((upstream.name.clone(), tool.name.to_string()), problem);
+                    continue;
+                }
                 let name = namespaced(&upstream.name, &tool.name);
                 let served = ToolHints::of(tool);
                 let hints =
@@ -185,6 +208,9 @@ pub struct Gateway {
     sessions: Mutex<Vec<Peer<RoleServer>>>,
     /// Upstream names, as each sends `notifications/tools/list_changed`.
     changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    /// The tools the served list leaves out for their names, as last said
+    /// on stderr: each is said once while it stays left out.
+    left_out: Mutex<HashSet<(String, String)>>,
 }
 
 impl Gateway {
@@ -206,6 +232,7 @@ impl Gateway {
         let upstreams = upstream::connect_all(&config, sender).await;
         let catalogue = Catalogue::build(&config, &upstreams)
             .map_err(|error| format!("{}: {error}", config.path.display()))?;
+        let left_out = say_left_out(&catalogue, &HashSet::new());
         let unavailable = upstreams
             .iter()
             .filter(|upstream| upstream.unavailable().is_some())
@@ -226,7 +253,23 @@ impl Gateway {
             changes: broadcast::channel(16).0,
             sessions: Mutex::new(Vec::new()),
             changed: Mutex::new(Some(receiver)),
+            left_out: Mutex::new(left_out),
         })
+    }
+
+    /// `(upstream, tool)` of every tool its upstreams last listed, by the
+    /// upstreams' own names.
+    pub fn listed_tools(&self) -> Vec<(String, String)> {
+        self.upstreams
+            .iter()
+            .flat_map(|upstream| {
+                let tools = upstream.tools();
+                tools
+                    .iter()
+                    .map(|tool| (upstream.name.clone(), tool.name.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// The config it was started with.
@@ -312,6 +355,9 @@ impl Gateway {
     fn republish(&self) {
         match Catalogue::build(&self.config, &self.upstreams) {
             Ok(catalogue) => {
+                let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+                *left_out = say_left_out(&catalogue, &left_out);
+                drop(left_out);
                 *self
                     .catalogue
                     .write()
@@ -354,6 +400,30 @@ impl Gateway {
             .await
             .map_err(|error| error.to_string())
     }
+}
+
+/// Says on stderr, once each, the tools `catalogue` leaves out for their
+/// names that are not in `said` already; returns the ones it leaves out,
+/// the next `said`.
+fn say_left_out(
+    catalogue: &Catalogue,
+    said: &HashSet<(String, String)>,
+) -> HashSet<(String, String)> {
+    let mut new: Vec<(&(String, String), &String)> = catalogue
+        .left_out
+        .iter()
+        .filter(|(key, _)| !said.contains(*key))
+        .collect();
+    new.sort();
+    for ((upstream, tool), problem) in new {
+        eprintln!(
+            "gateway: upstream `{upstream}` lists a tool whose name `{}` {problem} (the spec's \
+             tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`); it is not served, the upstream's \
+             other tools are",
+            crate::text::shown(tool)
+        );
+    }
+    catalogue.left_out.keys().cloned().collect()
 }
 
 /// The MCP server of one client connection: the gateway, and the principal
@@ -466,11 +536,14 @@ impl Front {
         }
     }
 
-    /// One `tools/call`, in the order the module documentation gives.
+    /// One `tools/call`, in the order the module documentation gives;
+    /// `context` is its request's, whose cancellation (the client withdrew
+    /// the request, or its session ended) abandons a parked call.
     async fn call(
         &self,
         request: CallToolRequestParams,
         principal: &str,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let gateway = &self.gateway;
         let name = request.name.to_string();
@@ -518,7 +591,10 @@ impl Front {
             hints,
             &arguments,
         );
-        if let Some(refused) = self.check_drift(&name, &listed, &record, &arguments).await {
+        if let Some(refused) = self
+            .check_drift(&name, &listed, &record, &arguments, context)
+            .await
+        {
             return Ok(refused);
         }
         let scope = CallScope {
@@ -602,11 +678,20 @@ impl Front {
                     name.escape_debug(),
                     principal.escape_debug()
                 );
-                let resolution = gateway.approvals.park(parked, timeout, on_expiry).await;
+                let abandon = AbandonOnDrop::arm(&gateway.log, &record, rule_text.clone());
+                let resolution = gateway
+                    .approvals
+                    .park(parked, timeout, on_expiry, context.ct.cancelled())
+                    .await;
+                abandon.disarm();
                 let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
                 let by = match &resolution {
                     Resolution::Approved { by } | Resolution::Denied { by } => by.clone(),
                     Resolution::Expired { .. } => "its timeout".to_owned(),
+                    Resolution::Abandoned => {
+                        said_abandoned(&id, &name);
+                        "its client withdrew it".to_owned()
+                    }
                 };
                 // The finished entry names how the approval ended.
                 decision = resolved;
@@ -646,6 +731,7 @@ impl Front {
         listed: &Listed,
         record: &CallRecord,
         arguments: &Map<String, Value>,
+        context: &RequestContext<RoleServer>,
     ) -> Option<CallToolResult> {
         let lock = self.gateway.drift.as_ref()?;
         let what = match lock.lock().await.check(name, &listed.pinned) {
@@ -672,11 +758,18 @@ impl Front {
              {id} approves the new definition",
             name.escape_debug()
         );
+        let abandon = AbandonOnDrop::arm(&self.gateway.log, record, None);
         let resolution = self
             .gateway
             .approvals
-            .park(parked, defaults::DRIFT_APPROVAL_TIMEOUT, Expiry::Deny)
+            .park(
+                parked,
+                defaults::DRIFT_APPROVAL_TIMEOUT,
+                Expiry::Deny,
+                context.ct.cancelled(),
+            )
             .await;
+        abandon.disarm();
         let decision = resolution.decision();
         if let Err(error) = self
             .gateway
@@ -703,6 +796,17 @@ impl Front {
             }
         }
         let _ = self.finish(record, decision, None, "refused", None).await;
+        if resolution == Resolution::Abandoned {
+            said_abandoned(&record.id, name);
+            return Some(refusal(
+                format!(
+                    "`{}` was abandoned (its client withdrew it) while it waited for an \
+                     approver: {what}; it was not forwarded",
+                    name.escape_debug()
+                ),
+                json!({ "decision": "abandoned", "drift": what }),
+            ));
+        }
         Some(refusal(
             format!(
                 "`{}` cannot be called until an approver approves it ({decision}): {what}",
@@ -756,8 +860,8 @@ impl Front {
             Ok(Outcome::DeliveryUnknown(lost)) => {
                 let attempts = lost.attempts;
                 let text = format!(
-                    "{lost}. It may have run once (never more): read back before calling `{}` \
-                     again",
+                    "{lost}. {}: read back before calling `{}` again",
+                    may_have_run(attempts, lost.idempotency_key.is_some()),
                     name.escape_debug()
                 );
                 let detail = json!({
@@ -775,7 +879,8 @@ impl Front {
                 last_error,
                 ..
             }) => {
-                let reason = format!("its calls cannot be sent: {last_error}");
+                // Read after "upstream `NAME` is unavailable (...)".
+                let reason = format!("calls cannot be sent to it: {last_error}");
                 upstream.mark_unavailable(reason.clone());
                 self.gateway.republish();
                 (
@@ -847,6 +952,88 @@ fn parked(
     }
 }
 
+/// Says on stderr that the parked call `id` of `name` was abandoned, for
+/// the approver who may be about to decide it.
+fn said_abandoned(id: &str, name: &str) {
+    eprintln!(
+        "gateway: call {id} of `{}` was abandoned by its client before it was decided; it was \
+         not forwarded",
+        name.escape_debug()
+    );
+}
+
+/// Records a parked call as abandoned when the future waiting for it is
+/// dropped before [`Approvals::park`] returned (the runtime stopping, or a
+/// server that drops handlers of withdrawn requests); `park`'s own guard
+/// takes it out of the parked calls. [`disarm`](AbandonOnDrop::disarm)ed
+/// once `park` returned, when the caller records the resolution itself.
+///
+/// Its entries, `decided` then `finished` (outcome `refused`) with decision
+/// `abandoned`, are queued to the log's writer, which writes them even
+/// though nothing is left to wait for them.
+struct AbandonOnDrop<'a> {
+    log: &'a AuditLog,
+    record: &'a CallRecord,
+    rule: Option<String>,
+    armed: bool,
+}
+
+impl<'a> AbandonOnDrop<'a> {
+    fn arm(log: &'a AuditLog, record: &'a CallRecord, rule: Option<String>) -> AbandonOnDrop<'a> {
+        AbandonOnDrop {
+            log,
+            record,
+            rule,
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let decided = self
+            .record
+            .entry("decided", "abandoned", self.rule.clone(), None, None);
+        let finished = self.record.entry(
+            "finished",
+            "abandoned",
+            self.rule.take(),
+            Some("refused"),
+            None,
+        );
+        queue(self.log, &decided, Durability::Synced);
+        queue(self.log, &finished, Durability::Written);
+        said_abandoned(
+            &self.record.id,
+            &namespaced(&self.record.upstream, &self.record.tool),
+        );
+    }
+}
+
+/// Hands `entry` to the log's writer without waiting for it, where nothing
+/// can wait (a `Drop`): [`AuditLog::record`] queues its line before its
+/// first await, and a queued line is written even when its future is
+/// dropped, so one poll is enough. An error (the writer gone) has nowhere
+/// to go but stderr.
+fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
+    let mut recording = std::pin::pin!(log.record(entry, durability));
+    let mut context = Context::from_waker(std::task::Waker::noop());
+    if let Poll::Ready(Err(error)) = recording.as_mut().poll(&mut context) {
+        eprintln!(
+            "gateway: call {} was abandoned but its entry could not be written: {}",
+            entry.id,
+            crate::text::one_line(&error.to_string())
+        );
+    }
+}
+
 fn log_failed(error: &str) -> CallToolResult {
     refusal(
         format!(
@@ -858,10 +1045,33 @@ fn log_failed(error: &str) -> CallToolResult {
     )
 }
 
+/// How often a call whose delivery is unknown may have run, after
+/// `attempts` sends: once, when it was sent once or every resend carried
+/// its one idempotency key (the server runs a key once); else up to
+/// `attempts` times, each resend being one the policy allowed (a read-only
+/// or idempotent tool, for which running again is harmless).
+fn may_have_run(attempts: u32, keyed: bool) -> String {
+    if attempts <= 1 {
+        "It may have run once (never more)".to_owned()
+    } else if keyed {
+        format!(
+            "It may have run once (never more: its {attempts} attempts carried one idempotency \
+             key)"
+        )
+    } else {
+        format!(
+            "It may have run up to {attempts} times (it was sent {attempts} times, each resend \
+             one the policy allowed)"
+        )
+    }
+}
+
+/// The refusal of a call to `name` that could not be sent: `upstream` is
+/// unavailable for `reason` (a clause that reads after "is unavailable").
 fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
     refusal(
         format!(
-            "`{}` is unavailable: upstream `{upstream}` {}",
+            "`{}` was not forwarded: upstream `{upstream}` is unavailable ({})",
             name.escape_debug(),
             crate::text::one_line(reason)
         ),
@@ -923,7 +1133,9 @@ impl ServerHandler for Front {
                 None,
             ));
         };
-        self.call(request, &principal).await.map(Into::into)
+        self.call(request, &principal, &context)
+            .await
+            .map(Into::into)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -1024,6 +1236,7 @@ pub async fn serve_http(gateway: Arc<Gateway>, address: SocketAddr) -> Result<()
     let service = StreamableHttpService::new(move || Ok(front.clone()), sessions, config);
     let authenticated = Authenticate {
         gateway: gateway.clone(),
+        owners: Arc::new(SessionOwners::default()),
         inner: service,
     };
     let app = axum::Router::new().nest_service("/mcp", guard.service(authenticated));
@@ -1060,10 +1273,99 @@ async fn bind(
 /// The bearer-token check in front of rmcp: a request whose
 /// `Authorization: Bearer TOKEN` matches a `[[client]]` goes on with its
 /// [`Principal`]; any other gets 401 before rmcp sees it.
+///
+/// It also keeps each streamable-HTTP session to the principal that
+/// created it ([`SessionOwners`]): a request naming, in `Mcp-Session-Id`,
+/// a session of another principal, or one it does not know, is answered
+/// 404 as rmcp answers an unknown session, so that another client's token
+/// can neither use nor end a session, nor learn whose it is.
 #[derive(Clone)]
 struct Authenticate<S> {
     gateway: Arc<Gateway>,
+    owners: Arc<SessionOwners>,
     inner: S,
+}
+
+/// The header naming a streamable-HTTP session (2025-03-26 to 2025-11-25).
+const SESSION_ID_HEADER: &str = "mcp-session-id";
+
+/// The most sessions whose principal is kept: 100,000 (a few MB). Past
+/// it the oldest binding is dropped, and its session answers 404 from then
+/// on, to its own principal too (who then starts a new one, as the spec
+/// has clients do): a session is never left without an owner to check.
+const MAX_SESSION_OWNERS: usize = 100_000;
+
+/// Which principal created each streamable-HTTP session, by session id,
+/// oldest first for eviction. One lock, held for a map lookup per request
+/// that names a session, never across an await.
+#[derive(Default)]
+struct SessionOwners {
+    inner: Mutex<Owners>,
+}
+
+#[derive(Default)]
+struct Owners {
+    /// Session id: its principal, and its place in `by_age`.
+    by_id: HashMap<Box<str>, (Arc<str>, u64)>,
+    /// Place: session id, the oldest first.
+    by_age: BTreeMap<u64, Box<str>>,
+    next: u64,
+}
+
+impl SessionOwners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Owners> {
+        // Every change leaves both maps consistent before the next
+        // statement: a panic elsewhere cannot leave one half done.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `principal` may use session `id`: it created it.
+    fn owned_by(&self, id: &str, principal: &str) -> bool {
+        self.lock()
+            .by_id
+            .get(id)
+            .is_some_and(|(owner, _)| &**owner == principal)
+    }
+
+    /// Binds the new session `id` to `principal`, dropping the oldest
+    /// binding past [`MAX_SESSION_OWNERS`]. A session bound already keeps
+    /// its owner.
+    fn bind(&self, id: &str, principal: &Arc<str>) {
+        let mut owners = self.lock();
+        if owners.by_id.contains_key(id) {
+            return;
+        }
+        while owners.by_id.len() >= MAX_SESSION_OWNERS {
+            let Some((_, oldest)) = owners.by_age.pop_first() else {
+                break;
+            };
+            owners.by_id.remove(&oldest);
+        }
+        let place = owners.next;
+        owners.next += 1;
+        owners
+            .by_id
+            .insert(Box::from(id), (principal.clone(), place));
+        owners.by_age.insert(place, Box::from(id));
+    }
+
+    /// Forgets session `id` (it was ended).
+    fn unbind(&self, id: &str) {
+        let mut owners = self.lock();
+        if let Some((_, place)) = owners.by_id.remove(id) {
+            owners.by_age.remove(&place);
+        }
+    }
+}
+
+/// rmcp's answer to a request naming a session it does not know.
+fn session_not_found() -> Response {
+    let mut response = (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header, if that is what
@@ -1134,20 +1436,50 @@ where
             };
             return Box::pin(std::future::ready(Ok(unauthorized("mcp", message))));
         };
-        request.extensions_mut().insert(Principal(principal));
+        // A session is used only by the principal that created it; an id
+        // that is not text names no session of anyone's.
+        let session = match request.headers().get(SESSION_ID_HEADER) {
+            None => None,
+            Some(id) => match id.to_str() {
+                Ok(id) if self.owners.owned_by(id, &principal) => Some(id.to_owned()),
+                _ => return Box::pin(std::future::ready(Ok(session_not_found()))),
+            },
+        };
+        let ends_session = request.method() == http::Method::DELETE;
+        request
+            .extensions_mut()
+            .insert(Principal(principal.clone()));
         let answer = self.inner.call(request);
+        let owners = self.owners.clone();
         Box::pin(async move {
-            answer
-                .await
-                .map(|response| response.map(axum::body::Body::new))
+            let response = answer.await?;
+            match (&session, response.headers().get(SESSION_ID_HEADER)) {
+                // The answer that creates a session names it: its owner is
+                // the principal that asked.
+                (None, Some(created)) => {
+                    if let Ok(created) = created.to_str() {
+                        owners.bind(created, &principal);
+                    }
+                }
+                (Some(ended), _) if ends_session && response.status().is_success() => {
+                    owners.unbind(ended);
+                }
+                _ => {}
+            }
+            Ok(response.map(axum::body::Body::new))
         })
     }
 }
 
 /// Serves the admin endpoint on `address`, in a task of its own:
 /// `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, each needing
-/// `Authorization: Bearer` with the admin token (401 without). Says the
-/// bound address on stderr: `gateway: admin endpoint at http://ADDR`.
+/// `Authorization: Bearer` with the admin token (401 without). Like the
+/// client endpoint, it is behind [`HttpGuard`] (403 for an `Origin` other
+/// than its own; `listen.allow_origins` are for clients, not here) and a
+/// `Host` check (403 for a name other than a loopback one or the bound
+/// address, 400 for none), so that a web page cannot reach it by DNS
+/// rebinding. Says the bound address on stderr: `gateway: admin endpoint
+/// at http://ADDR`.
 ///
 /// # Errors
 ///
@@ -1167,17 +1499,85 @@ pub async fn serve_admin(
     let bound = listener
         .local_addr()
         .map_err(|error| format!("listen.admin_http: {error}"))?;
-    let app = axum::Router::new()
+    let routes = axum::Router::new()
         .route("/pending", get(admin_pending))
         .route("/approve/{id}", post(admin_approve))
         .route("/deny/{id}", post(admin_deny))
-        .with_state(gateway);
+        .with_state(gateway)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(allowed_hosts(bound)),
+            admin_host,
+        ));
+    let guard = HttpGuard::for_address(bound);
+    let app = axum::Router::new().fallback_service(guard.service(routes));
     eprintln!("gateway: admin endpoint at http://{bound}");
     Ok(tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             eprintln!("gateway: the admin endpoint stopped: {error}");
         }
     }))
+}
+
+/// The `Host` names an endpoint bound to `bound` answers to: rmcp's
+/// default for the client endpoint (`localhost`, `127.0.0.1`, `::1`, any
+/// port), and the bound address when it is neither loopback nor
+/// unspecified.
+fn allowed_hosts(bound: SocketAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = StreamableHttpServerConfig::default().allowed_hosts;
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        hosts.push(bound.ip().to_string());
+    }
+    hosts
+}
+
+/// A host name as `Host` carries it, compared without case and brackets
+/// (`[::1]` is `::1`), as rmcp compares them.
+fn host_name(authority: &str) -> Option<String> {
+    let authority = http::uri::Authority::try_from(authority).ok()?;
+    Some(
+        authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+    )
+}
+
+/// The admin endpoint's `Host` check, in front of its routes: 400 for a
+/// request without a readable `Host` (or an HTTP/2 `:authority`), 403 for
+/// one whose host is not in `allowed` (rmcp's answers to the same on the
+/// client endpoint); the port is not compared, as rmcp does not.
+async fn admin_host(
+    State(allowed): State<Arc<Vec<String>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let named = match request.headers().get(header::HOST) {
+        Some(host) => host.to_str().ok().and_then(host_name),
+        None => request
+            .uri()
+            .authority()
+            .and_then(|a| host_name(a.as_str())),
+    };
+    let Some(host) = named else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "Bad Request: missing or invalid Host header",
+        )
+            .into_response();
+    };
+    if !allowed
+        .iter()
+        .filter_map(|allowed| host_name(allowed).or_else(|| Some(allowed.to_ascii_lowercase())))
+        .any(|allowed| allowed == host)
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        )
+            .into_response();
+    }
+    next.run(request).await
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
@@ -1316,5 +1716,112 @@ mod tests {
         assert_eq!(bearer(&headers), None);
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
         assert_eq!(bearer(&headers), None);
+    }
+
+    #[test]
+    fn a_lost_call_may_have_run_as_often_as_it_was_sent_unless_keyed() {
+        assert_eq!(may_have_run(1, false), "It may have run once (never more)");
+        assert_eq!(may_have_run(0, true), "It may have run once (never more)");
+        assert!(may_have_run(3, false).starts_with("It may have run up to 3 times ("));
+        assert!(may_have_run(3, true).starts_with("It may have run once (never more: its 3"));
+    }
+
+    #[test]
+    fn sessions_are_kept_to_their_principal_and_the_oldest_go_first() {
+        let owners = SessionOwners::default();
+        let (alice, bob): (Arc<str>, Arc<str>) = (Arc::from("alice"), Arc::from("bob"));
+        owners.bind("s1", &alice);
+        assert!(owners.owned_by("s1", "alice"));
+        assert!(!owners.owned_by("s1", "bob"));
+        assert!(!owners.owned_by("s2", "alice"));
+        // A bound session keeps its owner.
+        owners.bind("s1", &bob);
+        assert!(owners.owned_by("s1", "alice"));
+        owners.unbind("s1");
+        assert!(!owners.owned_by("s1", "alice"));
+        assert!(owners.lock().by_age.is_empty());
+        for n in 0..MAX_SESSION_OWNERS + 2 {
+            owners.bind(&n.to_string(), &bob);
+        }
+        let kept = owners.lock();
+        assert_eq!(kept.by_id.len(), MAX_SESSION_OWNERS);
+        assert_eq!(kept.by_age.len(), MAX_SESSION_OWNERS);
+        drop(kept);
+        assert!(!owners.owned_by("0", "bob") && !owners.owned_by("1", "bob"));
+        assert!(owners.owned_by("2", "bob"));
+        assert!(owners.owned_by(&(MAX_SESSION_OWNERS + 1).to_string(), "bob"));
+    }
+
+    #[test]
+    fn a_dropped_wait_for_an_approver_is_logged_as_abandoned() {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-hints-front-abandon-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let record = CallRecord {
+            id: "c-1".to_owned(),
+            principal: "alice".to_owned(),
+            upstream: "fx".to_owned(),
+            tool: "count".to_owned(),
+            hints: Value::Null,
+            arguments_sha256: "0".repeat(64),
+            arguments: None,
+        };
+        AbandonOnDrop::arm(&log, &record, Some("rule[0]".to_owned())).disarm();
+        drop(AbandonOnDrop::arm(
+            &log,
+            &record,
+            Some("rule[0]".to_owned()),
+        ));
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let lines = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() >= 2 || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let entries: Vec<Entry> = lines
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let seen: Vec<(&str, &str, Option<&str>)> = entries
+            .iter()
+            .map(|entry| {
+                (
+                    entry.phase.as_str(),
+                    entry.decision.as_str(),
+                    entry.outcome.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("decided", "abandoned", None),
+                ("finished", "abandoned", Some("refused"))
+            ]
+        );
+        assert!(entries.iter().all(|entry| entry.id == "c-1"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_admin_endpoint_answers_loopback_names_and_its_own_address() {
+        let loopback: SocketAddr = "127.0.0.1:8788".parse().unwrap();
+        let hosts = allowed_hosts(loopback);
+        assert_eq!(hosts, ["localhost", "127.0.0.1", "::1"]);
+        let public: SocketAddr = "192.0.2.7:8788".parse().unwrap();
+        assert!(allowed_hosts(public).contains(&"192.0.2.7".to_owned()));
+        assert_eq!(host_name("[::1]:8788").as_deref(), Some("::1"));
+        assert_eq!(host_name("LocalHost").as_deref(), Some("localhost"));
+        assert_eq!(host_name("a b"), None);
     }
 }

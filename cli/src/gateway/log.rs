@@ -28,7 +28,7 @@ use crate::table::{Cell, render};
 
 /// The decisions an [`Entry`] may record, as written in its `decision`
 /// field (and accepted by `--decision`).
-pub const DECISIONS: [&str; 9] = [
+pub const DECISIONS: [&str; 10] = [
     "allow",
     "deny",
     "require_approval",
@@ -38,6 +38,7 @@ pub const DECISIONS: [&str; 9] = [
     "expired",
     "drift",
     "unavailable",
+    "abandoned",
 ];
 
 /// The outcomes an [`Entry`] may record (and `--outcome` accepts).
@@ -74,7 +75,8 @@ pub struct Entry {
     /// `rate_limited`, and for a parked call `approved`, `denied`,
     /// `expired`; `drift` for a tool refused because it changed since the
     /// lock; `unavailable` for a call to an upstream never reached (its
-    /// tools, and so their hints, unknown: `hints` is `null`).
+    /// tools, and so their hints, unknown: `hints` is `null`); `abandoned`
+    /// for a parked call its client withdrew (cancelled, timed out, gone).
     pub decision: String,
     /// The rule that fired, described by the policy (`rule[2] (deny
     /// delete_* when destructive)`); absent when the default decided.

@@ -31,6 +31,15 @@
 //! characters, and two names that become one once a client replaces the
 //! characters outside `[A-Za-z0-9_-]` with `_`, are refused at start, both
 //! named.
+//!
+//! # Stopping
+//!
+//! `gateway serve` listens for SIGINT, SIGTERM and SIGHUP from before its
+//! first upstream starts, says which one stopped it
+//! (`gateway: stopping on SIGTERM`), and kills every stdio upstream's
+//! process group before it exits, on every path: a signal while the
+//! upstreams are still connecting, a signal while serving, stdin closed
+//! (`--stdio`), an error.
 
 pub mod approval;
 pub mod config;
@@ -66,6 +75,10 @@ pub mod defaults {
     /// The longest pause between tries of an unreachable upstream: 5
     /// minutes.
     pub const RECONNECT_MAX: Duration = Duration::from_secs(300);
+    /// How long serving may take to end after a stop signal before it is
+    /// cut short: 5 seconds (the endpoint ends its sessions on the same
+    /// signal; this bounds a signal it was not yet listening for).
+    pub const STOP_GRACE: Duration = Duration::from_secs(5);
 }
 
 /// The separator between the upstream's name and its tool's name.
@@ -157,12 +170,74 @@ pub async fn run(args: GatewayArgs) -> Result<u8, String> {
 
 /// `mcp-hints gateway serve`: loads the config, connects the upstreams,
 /// and serves until a signal (or, with `--stdio`, until stdin closes).
+/// A signal while the upstreams connect stops the start (exit status 0,
+/// as a signal while serving).
 async fn serve(args: ServeArgs) -> Result<u8, String> {
     let config = config::load(&args.config).map_err(|error| error.to_string())?;
-    let gateway = front::Gateway::start(config).await?;
-    let gateway = Arc::new(gateway);
+    if !args.stdio && config.listen.http.is_none() {
+        // Said before any upstream is started for nothing.
+        return Err(format!(
+            "{}: `listen.http` is not set: give an address to serve HTTP on, or pass --stdio",
+            args.config.display()
+        ));
+    }
+    for warning in config.warnings() {
+        eprintln!("gateway: warning: {}", crate::text::one_line(&warning));
+    }
+    // Listening before anything starts: without a handler, a signal during
+    // start-up would end the process at once, its upstreams left running.
+    let mut signals = StopSignals::listen();
+    // Dropped when this function returns, whichever way it does.
+    let _stop = StopUpstreams;
+    let starting = front::Gateway::start(config);
+    let gateway = tokio::select! {
+        biased;
+        signal = signals.next() => {
+            eprintln!("gateway: stopping on {signal}");
+            return Ok(0);
+        }
+        started = starting => Arc::new(started?),
+    };
+    let listed = gateway.listed_tools();
+    let listed = listed
+        .iter()
+        .map(|(upstream, tool)| (upstream.as_str(), tool.as_str()));
+    for warning in policy::unmatched_tool_globs(gateway.config(), listed) {
+        eprintln!("gateway: warning: {warning}");
+    }
     gateway.clone().follow_list_changes();
     gateway.clone().retry_unreachable();
+    let serving = serve_started(&gateway, &args);
+    tokio::pin!(serving);
+    // The front stops on the same signals, and drops its upstreams'
+    // connections as it does: `biased` polls the signal first, so that it
+    // is said before.
+    let served = tokio::select! {
+        biased;
+        signal = signals.next() => {
+            eprintln!("gateway: stopping on {signal}");
+            tokio::select! {
+                served = &mut serving => served,
+                () = tokio::time::sleep(defaults::STOP_GRACE) => Ok(()),
+                signal = signals.next() => {
+                    eprintln!("gateway: stopping at once on a second {signal}");
+                    Ok(())
+                }
+            }
+        }
+        served = &mut serving => served,
+    };
+    gateway.close();
+    upstream::stop_all();
+    // Gives the tasks rmcp spawned to reap the killed upstreams, and the
+    // audit log's writer its idle sync, a turn before the runtime ends.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    served.map(|()| 0)
+}
+
+/// The admin endpoint (if configured) and the MCP endpoint of a started
+/// gateway, until the MCP endpoint ends.
+async fn serve_started(gateway: &Arc<front::Gateway>, args: &ServeArgs) -> Result<(), String> {
     let admin = match gateway.config().listen.admin_http {
         Some(address) => Some(front::serve_admin(gateway.clone(), address).await?),
         None => None,
@@ -181,12 +256,74 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     if let Some(admin) = admin {
         admin.abort();
     }
-    gateway.close();
-    // rmcp stops a stdio upstream's process group from a task it spawns
-    // when the connection drops: give those tasks a turn before the
-    // runtime ends.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    served.map(|()| 0)
+    served
+}
+
+/// Kills every stdio upstream's process group when dropped: the last thing
+/// [`serve`] does, whichever way it returns (or unwinds).
+struct StopUpstreams;
+
+impl Drop for StopUpstreams {
+    fn drop(&mut self) {
+        upstream::stop_all();
+    }
+}
+
+/// The signals that stop `gateway serve`: SIGINT, SIGTERM and SIGHUP on
+/// Unix (Ctrl-C elsewhere), their handlers installed by
+/// [`listen`](Self::listen), so that from then on they no longer end the
+/// process by themselves.
+struct StopSignals {
+    #[cfg(unix)]
+    listening: Vec<(tokio::signal::unix::Signal, &'static str)>,
+}
+
+impl StopSignals {
+    /// Installs the handlers now (a signal that cannot be listened for
+    /// keeps its default action).
+    fn listen() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let kinds = [
+                (SignalKind::interrupt(), "SIGINT"),
+                (SignalKind::terminate(), "SIGTERM"),
+                (SignalKind::hangup(), "SIGHUP"),
+            ];
+            StopSignals {
+                listening: kinds
+                    .into_iter()
+                    .filter_map(|(kind, name)| Some((signal(kind).ok()?, name)))
+                    .collect(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// The name of the next signal that comes (`SIGTERM`); never resolves
+    /// when none can.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            std::future::poll_fn(|context| {
+                for (signal, name) in &mut self.listening {
+                    if let std::task::Poll::Ready(Some(())) = signal.poll_recv(context) {
+                        return std::task::Poll::Ready(*name);
+                    }
+                }
+                std::task::Poll::Pending
+            })
+            .await
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            "Ctrl-C"
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,25 @@
 //! replay-safe client starts it again from the same factory when it died,
 //! before a resend.
 //!
+//! # Bounded connects
+//!
+//! Connecting an upstream (its `initialize` handshake and its first
+//! `tools/list`) takes at most its `call_timeout_secs`, at start, at each
+//! later try of one never reached, and each time the replay-safe client
+//! starts it again: an upstream that never answers is unavailable, it does
+//! not hold the others back.
+//!
+//! # Stopping process groups
+//!
+//! Every stdio upstream's process group is recorded while its transport
+//! lives, and killed (`SIGKILL` to the group) by a plain system call, not
+//! from a task: when its transport is dropped (a connect timed out, the
+//! runtime ends), once rmcp's stdio shutdown is done when it is closed
+//! (the replay-safe client replaced the connection, the upstream exited and
+//! may have left children behind), and all at once by [`stop_all`] before
+//! the gateway exits. rmcp's own cleanup kills from a task it spawns, which
+//! never runs once the runtime ends.
+//!
 //! An upstream that cannot be reached at start, or whose calls can no
 //! longer be sent, is *unavailable*: its last known tools stay listed,
 //! marked in `_meta` under [`UNAVAILABLE_META_KEY`], and a call gets a tool
@@ -24,18 +43,20 @@
 //! of the call in progress reaches the budget through a task-local
 //! ([`with_principal`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::error::Error as StdError;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use mcp_hints::client::{ReplaySafeClient, defaults as client_defaults};
 use mcp_hints::policy::Trust;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
-use rmcp::service::NotificationContext;
+use rmcp::service::{NotificationContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
@@ -155,19 +176,35 @@ impl Upstream {
     }
 
     /// Marks it unavailable (its calls can no longer be sent); its tools
-    /// stay listed, marked.
+    /// stay listed, marked. Said on stderr when it was serving, as
+    /// ``gateway: upstream `NAME` is unavailable: REASON; ...`` (the reason
+    /// escaped), so that an operator sees the change without a client
+    /// calling. Once the gateway is stopping, its reason stays that.
     pub fn mark_unavailable(&self, reason: String) {
-        self.state
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .unavailable = Some(reason);
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if state.unavailable.as_deref() == Some(STOPPING) {
+            return;
+        }
+        if state.unavailable.is_none() {
+            eprintln!(
+                "gateway: upstream `{}` is unavailable: {}; its tools stay listed, marked",
+                self.name,
+                crate::text::one_line(&reason)
+            );
+        }
+        state.unavailable = Some(reason);
     }
 
     /// Marks it serving again (a call reached it); true when it was marked
-    /// unavailable.
+    /// unavailable, and then said on stderr
+    /// (``gateway: upstream `NAME` serves again``).
     pub fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        state.client.is_some() && state.unavailable.take().is_some()
+        let again = state.client.is_some() && state.unavailable.take().is_some();
+        if again {
+            eprintln!("gateway: upstream `{}` serves again", self.name);
+        }
+        again
     }
 
     /// Tries once more to reach an upstream that never was (it would not
@@ -234,10 +271,15 @@ impl Upstream {
             .refresh_tools()
             .await
             .map_err(|error| error.to_string())?;
-        let tools = definitions(&client).await?;
+        let tools = definitions(&client, self.config.call_timeout).await?;
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if state.unavailable.as_deref() == Some(STOPPING) {
+            return Ok(());
+        }
         state.tools = Arc::new(tools);
-        state.unavailable = None;
+        if state.unavailable.take().is_some() {
+            eprintln!("gateway: upstream `{}` serves again", self.name);
+        }
         Ok(())
     }
 
@@ -349,15 +391,54 @@ impl ClientHandler for UpstreamHandler {
     }
 }
 
-/// Connects one upstream and lists its tools. Its resends are judged by
-/// the hints clients are shown: the server's under the operator's
-/// `asserts`.
+/// Connects one upstream and lists its tools, all within its
+/// `call_timeout`. Its resends are judged by the hints clients are shown:
+/// the server's under the operator's `asserts`.
+///
+/// # Errors
+///
+/// Why it could not be reached, in words: it would not start, failed or
+/// did not answer `initialize` or `tools/list` within the timeout (`did
+/// not answer initialize within 2 s`), or a header is not valid. What a
+/// stdio upstream started is stopped then (its process group killed).
 async fn connect(
     upstream: &UpstreamConfig,
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+    let timeout = upstream.call_timeout;
+    // Whether a handshake was answered: which step a timeout of the whole
+    // connect cut short.
+    let initialized = Arc::new(AtomicBool::new(false));
+    let connecting = connect_unbounded(upstream, changed, secrets, asserts, initialized.clone());
+    match tokio::time::timeout(timeout, connecting).await {
+        Ok(connected) => connected,
+        // What the connect started is dropped with it: a stdio transport
+        // still in its handshake kills its group at once (`Group`), a
+        // connection made closes its transport (`GroupTransport::close`).
+        Err(_) if initialized.load(Ordering::Acquire) => Err(did_not_answer("tools/list", timeout)),
+        Err(_) => Err(did_not_answer("initialize", timeout)),
+    }
+}
+
+/// `did not answer STEP within N s`.
+fn did_not_answer(step: &str, timeout: Duration) -> String {
+    format!("did not answer {step} within {} s", timeout.as_secs())
+}
+
+/// [`connect`] without the bound on the whole: each `initialize` the
+/// factory makes (the first and every restart the replay-safe client
+/// makes) is bounded by the call timeout, and sets `initialized` once
+/// answered.
+async fn connect_unbounded(
+    upstream: &UpstreamConfig,
+    changed: mpsc::UnboundedSender<String>,
+    secrets: Arc<Vec<String>>,
+    asserts: Arc<Vec<Assert>>,
+    initialized: Arc<AtomicBool>,
+) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+    let timeout = upstream.call_timeout;
     let upstream_name = upstream.name.clone();
     let handler = UpstreamHandler {
         name: upstream.name.clone(),
@@ -369,7 +450,7 @@ async fn connect(
         } else {
             Trust::Untrusted
         })
-        .call_timeout(upstream.call_timeout)
+        .call_timeout(timeout)
         .retry_budget(PrincipalBudget::default())
         .hints(move |tool| effective_hints(&asserts, &upstream_name, &tool.name, &tool.hints).0);
     let client = match &upstream.transport {
@@ -380,9 +461,14 @@ async fn connect(
                 .connect(move || {
                     let spawned = spawn(&name, &program, &args, &env, &secrets);
                     let handler = handler.clone();
+                    let initialized = initialized.clone();
                     async move {
                         let transport = spawned?;
-                        handler.serve(transport).await.map_err(BoxError::from)
+                        // A timeout drops the transport, which kills its
+                        // process group.
+                        let served = handshake(handler.serve(transport), timeout).await?;
+                        initialized.store(true, Ordering::Release);
+                        Ok::<_, BoxError>(served)
                     }
                 })
                 .await
@@ -412,40 +498,64 @@ async fn connect(
             builder
                 .connect(move || {
                     let transport = StreamableHttpClientTransport::from_config(config.clone());
-                    handler.clone().serve(transport)
+                    let serving = handler.clone().serve(transport);
+                    let initialized = initialized.clone();
+                    async move {
+                        let served = handshake(serving, timeout).await?;
+                        initialized.store(true, Ordering::Release);
+                        Ok::<_, BoxError>(served)
+                    }
                 })
                 .await
         }
     }
     .map_err(|error| error.to_string())?;
-    let tools = definitions(&client).await?;
+    let tools = definitions(&client, timeout).await?;
     Ok((client, tools))
 }
 
-/// The tool definitions as served, every page: the replay-safe client
-/// keeps hints and fingerprints, not descriptions and schemas.
-async fn definitions(client: &ReplaySafeClient) -> Result<Vec<Tool>, String> {
-    let peer = client.peer().await;
-    let listing = tokio::time::timeout(client_defaults::CALL_TIMEOUT, peer.list_all_tools());
-    match listing.await {
-        Ok(Ok(tools)) => Ok(tools),
-        Ok(Err(error)) => Err(format!("tools/list failed: {error}")),
-        Err(_) => Err(format!(
-            "tools/list did not answer within {:?}",
-            client_defaults::CALL_TIMEOUT
-        )),
+/// `serving` (rmcp's `initialize` handshake) within `timeout`.
+///
+/// # Errors
+///
+/// rmcp's error, or `did not answer initialize within N s`.
+async fn handshake<T, E: Into<BoxError>>(
+    serving: impl Future<Output = Result<T, E>>,
+    timeout: Duration,
+) -> Result<T, BoxError> {
+    match tokio::time::timeout(timeout, serving).await {
+        Ok(served) => served.map_err(Into::into),
+        Err(_) => Err(did_not_answer("initialize", timeout).into()),
     }
 }
 
-/// Starts a stdio upstream in its own process group, its stderr copied to
-/// the gateway's stderr with the upstream's name in front.
+/// The tool definitions as served, every page, within `timeout`: the
+/// replay-safe client keeps hints and fingerprints, not descriptions and
+/// schemas.
+async fn definitions(client: &ReplaySafeClient, timeout: Duration) -> Result<Vec<Tool>, String> {
+    let peer = client.peer().await;
+    match tokio::time::timeout(timeout, peer.list_all_tools()).await {
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(error)) => Err(format!("tools/list failed: {error}")),
+        Err(_) => Err(did_not_answer("tools/list", timeout)),
+    }
+}
+
+/// Starts a stdio upstream in its own process group, recorded (see
+/// [`Group`]) until its transport is dropped, its stderr copied to the
+/// gateway's stderr with the upstream's name in front.
+///
+/// # Errors
+///
+/// ``cannot start `PROGRAM`: ...``, or that the gateway is stopping
+/// (then nothing is started).
 fn spawn(
     name: &str,
     program: &str,
     args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
     secrets: &[String],
-) -> Result<TokioChildProcess, BoxError> {
+) -> Result<GroupTransport, BoxError> {
     let mut command = CommandWrap::with_new(program, |command| {
         command.args(args);
         for secret in secrets {
@@ -456,14 +566,137 @@ fn spawn(
     // Killing the group also stops what a wrapper script (`sh -c`, `npx`)
     // started.
     command.wrap(ProcessGroup::leader());
-    let (transport, stderr) = TokioChildProcess::builder(command)
+    // Started and recorded under one lock: `stop_all` cannot run between
+    // the two, so nothing started escapes it.
+    let mut groups = groups();
+    if groups.stopping {
+        return Err(STOPPING.into());
+    }
+    let (child, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|error| format!("cannot start `{}`: {error}", program.escape_debug()))?;
+    // The leader's pid is the group's id (`ProcessGroup::leader`); a child
+    // just started has one.
+    let leader = child
+        .id()
+        .and_then(|pid| libc::pid_t::try_from(pid).ok())
+        .ok_or_else(|| format!("`{}` exited as it started", program.escape_debug()))?;
+    let group = Group::record(&mut groups, leader);
+    drop(groups);
     if let Some(stderr) = stderr {
         tokio::spawn(copy_stderr(name.to_owned(), stderr));
     }
-    Ok(transport)
+    Ok(GroupTransport { group, child })
+}
+
+/// The process groups of the stdio upstreams whose connections live, and
+/// whether the gateway is stopping (then no upstream is started again).
+struct Groups {
+    /// Group id (the leader's pid) by a number of its own: a pid may be
+    /// used again once its group is gone.
+    live: BTreeMap<u64, libc::pid_t>,
+    next: u64,
+    stopping: bool,
+}
+
+/// Every process group the gateway started: one per process, as what it
+/// guards (the process's children) is.
+static GROUPS: Mutex<Groups> = Mutex::new(Groups {
+    live: BTreeMap::new(),
+    next: 0,
+    stopping: false,
+});
+
+fn groups() -> MutexGuard<'static, Groups> {
+    GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Kills every process group of a stdio upstream still recorded (`SIGKILL`
+/// to each group), at once and before it returns, and starts none from
+/// then on: the gateway is about to exit, and a kill left to a task would
+/// not run once the runtime ends.
+pub fn stop_all() {
+    let mut groups = groups();
+    groups.stopping = true;
+    for (_, pgid) in std::mem::take(&mut groups.live) {
+        kill_group(pgid);
+    }
+}
+
+/// `SIGKILL` to process group `pgid`. A group already gone (`ESRCH`) is
+/// what was wanted.
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: killpg(2) takes two integers; no memory is passed.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+/// One recorded process group: killed when this is dropped or stopped,
+/// unless [`stop_all`] killed it first.
+struct Group {
+    key: u64,
+}
+
+impl Group {
+    fn record(groups: &mut Groups, pgid: libc::pid_t) -> Group {
+        let key = groups.next;
+        groups.next += 1;
+        groups.live.insert(key, pgid);
+        Group { key }
+    }
+
+    /// Kills the group now, once: what its leader left behind (a wrapper's
+    /// children) goes with it.
+    fn stop(&self) {
+        // Taken out first, so that the group is never killed twice: its id
+        // may belong to another group by then.
+        let pgid = groups().live.remove(&self.key);
+        if let Some(pgid) = pgid {
+            kill_group(pgid);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// rmcp's child-process transport with its process group recorded: the
+/// group is killed when the transport closes or is dropped (rmcp alone
+/// kills it from a task it spawns, which does not run once the runtime
+/// ends, and not at all when the leader exited by itself and left
+/// children behind).
+struct GroupTransport {
+    group: Group,
+    child: TokioChildProcess,
+}
+
+impl Transport<RoleClient> for GroupTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.child.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.child.receive()
+    }
+
+    /// rmcp's stdio shutdown (stdin closed, then `SIGTERM`, then `SIGKILL`
+    /// to the group, each after a wait), then the group killed: the leader
+    /// may have exited and left children in it.
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let closed = self.child.close().await;
+        self.group.stop();
+        closed
+    }
 }
 
 /// Copies `stderr` to the gateway's stderr a line at a time, as `NAME: LINE`,
@@ -526,6 +759,24 @@ mod tests {
             (0..bound).take_while(|_| budget.withdraw()).count()
         })
         .await
+    }
+
+    #[test]
+    fn a_stopped_group_is_killed_and_forgotten() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        // A leader that waits on a member of its group.
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = libc::pid_t::try_from(leader.id()).unwrap();
+        let group = Group::record(&mut groups(), pgid);
+        group.stop();
+        assert!(!groups().live.values().any(|recorded| *recorded == pgid));
+        // Stopped already: dropping it kills nothing more.
+        drop(group);
+        assert_eq!(leader.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 
     #[tokio::test]
