@@ -1173,15 +1173,18 @@ impl ServerHandler for Front {
 }
 
 /// Serves one stdio client on stdin/stdout (principal `local`), every
-/// message checked by the wire guard first, until stdin closes or a signal
-/// comes.
+/// message checked by the wire guard first, until stdin closes or `stop`
+/// resolves (the command's signals).
 ///
 /// # Errors
 ///
 /// When the session cannot start.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), String> {
+pub async fn serve_stdio(
+    gateway: Arc<Gateway>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), String> {
     let transport = mcp_hints::wire::guarded(tokio::io::stdin(), tokio::io::stdout());
-    let signal = shutdown_signal();
+    let signal = stop;
     tokio::pin!(signal);
     let service = tokio::select! {
         service = Front::stdio(gateway.clone()).serve(transport) => {
@@ -1203,14 +1206,19 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), String> {
 
 /// Serves MCP over streamable HTTP at `http://ADDRESS/mcp`, behind the
 /// HTTP guard (403 for a foreign `Origin`, rmcp's `Host` check) and the
-/// bearer-token check (401), until a signal comes. Says the bound address
-/// on stderr: `gateway: serving MCP over streamable HTTP at http://ADDR/mcp`.
+/// bearer-token check (401), until `stop` resolves (the command's
+/// signals). Says the bound address on stderr: `gateway: serving MCP over
+/// streamable HTTP at http://ADDR/mcp`.
 ///
 /// # Errors
 ///
 /// An address that is not loopback without `listen.public`, one that
 /// cannot be bound, or an `allow_origins` entry that is not an origin.
-pub async fn serve_http(gateway: Arc<Gateway>, address: SocketAddr) -> Result<(), String> {
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    address: SocketAddr,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
     let listen = &gateway.config.listen;
     let listener = bind(address, listen.public, "listen.http").await?;
     let bound = listener
@@ -1243,7 +1251,7 @@ pub async fn serve_http(gateway: Arc<Gateway>, address: SocketAddr) -> Result<()
     eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            stop.await;
             sessions_end.cancel();
         })
         .await;
@@ -1666,37 +1674,6 @@ fn admin_decide(
             StatusCode::NOT_FOUND,
             &json!({ "id": id, "error": error.to_string() }),
         ),
-    }
-}
-
-/// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let wait = |kind| async move {
-            match signal(kind) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = wait(SignalKind::terminate()) => {}
-            () = wait(SignalKind::hangup()) => {}
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 

@@ -76,8 +76,8 @@ pub mod defaults {
     /// minutes.
     pub const RECONNECT_MAX: Duration = Duration::from_secs(300);
     /// How long serving may take to end after a stop signal before it is
-    /// cut short: 5 seconds (the endpoint ends its sessions on the same
-    /// signal; this bounds a signal it was not yet listening for).
+    /// cut short: 5 seconds (the endpoint is told to end its sessions;
+    /// this bounds a client that keeps a stream open).
     pub const STOP_GRACE: Duration = Duration::from_secs(5);
 }
 
@@ -207,15 +207,16 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     }
     gateway.clone().follow_list_changes();
     gateway.clone().retry_unreachable();
-    let serving = serve_started(&gateway, &args);
+    // One listener for the signals: the front is told to stop through this
+    // (a watch keeps the word for a front that is not waiting yet).
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let serving = serve_started(&gateway, &args, stopped);
     tokio::pin!(serving);
-    // The front stops on the same signals, and drops its upstreams'
-    // connections as it does: `biased` polls the signal first, so that it
-    // is said before.
     let served = tokio::select! {
         biased;
         signal = signals.next() => {
             eprintln!("gateway: stopping on {signal}");
+            let _ = stop.send(true);
             tokio::select! {
                 served = &mut serving => served,
                 () = tokio::time::sleep(defaults::STOP_GRACE) => Ok(()),
@@ -237,16 +238,25 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
 
 /// The admin endpoint (if configured) and the MCP endpoint of a started
 /// gateway, until the MCP endpoint ends.
-async fn serve_started(gateway: &Arc<front::Gateway>, args: &ServeArgs) -> Result<(), String> {
+async fn serve_started(
+    gateway: &Arc<front::Gateway>,
+    args: &ServeArgs,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
+    let stop = async move {
+        let mut stopped = stopped;
+        // An error: the sender is gone, and with it the signal listener.
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
     let admin = match gateway.config().listen.admin_http {
         Some(address) => Some(front::serve_admin(gateway.clone(), address).await?),
         None => None,
     };
     let served = if args.stdio {
-        front::serve_stdio(gateway.clone()).await
+        front::serve_stdio(gateway.clone(), stop).await
     } else {
         match gateway.config().listen.http {
-            Some(address) => front::serve_http(gateway.clone(), address).await,
+            Some(address) => front::serve_http(gateway.clone(), address, stop).await,
             None => Err(format!(
                 "{}: `listen.http` is not set: give an address to serve HTTP on, or pass --stdio",
                 args.config.display()
