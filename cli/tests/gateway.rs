@@ -1763,30 +1763,34 @@ fn sighup_and_sigint_stop_the_gateway_saying_which() {
     }
 }
 
-#[test]
-fn an_upstream_that_served_says_when_it_is_unavailable_and_when_it_serves_again() {
-    let dir = scratch("unavailable-again");
-    let down = dir.join("down");
+/// A config whose one upstream, `fx` (trusted), is the fixture server
+/// started by DIR/fx.sh, which runs the shell line(s) `guard` first: a
+/// test makes it fail to start by what `guard` checks.
+fn fx_behind_script(dir: &Path, guard: &str) -> String {
     let wrapper = dir.join("fx.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\n[ -e '{}' ] && exit 1\nexec '{}' '{}' '{}'\n",
-            down.display(),
-            installed().python().display(),
-            peers::fixture("gateway_upstream.py").display(),
-            dir.join("counter.txt").display()
-        ),
-    )
-    .unwrap();
+    let script = format!(
+        "#!/bin/sh\n{guard}\nexec '{}' '{}' '{}'\n",
+        installed().python().display(),
+        peers::fixture("gateway_upstream.py").display(),
+        dir.join("counter.txt").display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let config = format!(
+    format!(
         "{PREAMBLE}\n[[upstream]]\nname = \"fx\"\ncommand = {}\ntrusted = true\n",
         toml_list(&[wrapper.to_string_lossy().into_owned()])
-    );
+    )
+}
+
+#[test]
+fn an_upstream_that_served_says_when_it_is_unavailable_and_when_it_serves_again() {
+    let dir = scratch("unavailable-again");
+    let down = dir.join("down");
+    let config = fx_behind_script(&dir, &format!("[ -e '{}' ] && exit 1", down.display()));
     let gateway = Gateway::start(&dir, &config);
     // It serves, then exits, and cannot be started again.
     gateway.python(
@@ -2273,28 +2277,12 @@ fn a_read_lost_on_every_attempt_may_have_run_as_often_as_it_was_sent() {
 fn a_call_to_an_upstream_that_cannot_be_started_again_says_so_in_a_sentence() {
     let dir = scratch("not-sent");
     let down = dir.join("down");
-    let wrapper = dir.join("fx.sh");
     // Its second start fails: the call after its death cannot be sent.
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\n[ -e '{down}' ] && exit 1\ntouch '{down}'\nexec '{}' '{}' '{}'\n",
-            installed().python().display(),
-            peers::fixture("gateway_upstream.py").display(),
-            dir.join("counter.txt").display(),
-            down = down.display(),
-        ),
-    )
-    .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let config = format!(
-        "{PREAMBLE}\n[[upstream]]\nname = \"fx\"\ncommand = {}\ntrusted = true\n",
-        toml_list(&[wrapper.to_string_lossy().into_owned()])
+    let guard = format!(
+        "[ -e '{down}' ] && exit 1\ntouch '{down}'",
+        down = down.display()
     );
-    let gateway = Gateway::start(&dir, &config);
+    let gateway = Gateway::start(&dir, &fx_behind_script(&dir, &guard));
     let session = gateway.python(
         TOKEN,
         "auto",
