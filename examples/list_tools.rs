@@ -101,7 +101,7 @@ fn table(tools: &[Tool]) -> String {
             let provenance = match value.provenance {
                 Provenance::Declared => "declared",
                 Provenance::Defaulted => "DEFAULTED",
-                Provenance::Asserted => "asserted",
+                other => other.as_str(),
             };
             format!("{} ({provenance})", value.value)
         }));

@@ -148,15 +148,13 @@ impl<'a> Audit<'a> {
                     let value = tool.hints.get(hint);
                     let (text, style) = match value.provenance {
                         Provenance::Declared => (format!("{}", value.value), Style::new()),
-                        // A server's list is read as served: nothing here
-                        // asserts a hint.
-                        Provenance::Asserted => {
-                            (format!("{} (asserted)", value.value), Style::new())
-                        }
                         Provenance::Defaulted => (
                             format!("{} (default)", value.value),
                             Style::new().fg_color(Some(AnsiColor::Red.into())),
                         ),
+                        // A server's list is read as served: nothing here
+                        // asserts a hint, but a source is never hidden.
+                        other => (format!("{} ({other})", value.value), Style::new()),
                     };
                     row.push(Cell::styled(&text, style));
                 }

@@ -80,8 +80,11 @@ impl fmt::Display for Hint {
     }
 }
 
-/// Whether a hint's value was decided by the author or left to the spec.
+/// Whether a hint's value was decided by the author, left to the spec, or
+/// set over the server's word by the client's operator. More sources may
+/// come: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Provenance {
     /// Set by the author, on the tool or as a router-wide default.
     Declared,
@@ -128,7 +131,8 @@ impl serde::Serialize for Hint {
 /// A hint's effective value and its provenance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintValue {
-    /// The value a client acts on: the declared one, or the spec default.
+    /// The value a client acts on: the declared one, the spec default, or
+    /// the operator's asserted one.
     pub value: bool,
     /// Whether [`value`](Self::value) was declared, defaulted or asserted.
     pub provenance: Provenance,

@@ -281,6 +281,18 @@ impl Approvals {
         waiting.resolve.send(resolution).map_err(|_| unknown())
     }
 
+    /// Ends every parked call as [`Resolution::Abandoned`] (the gateway is
+    /// stopping: nobody will decide them); how many there were.
+    pub fn abandon_all(&self) -> usize {
+        let waiting: Vec<Waiting> = self.map().drain().map(|(_, waiting)| waiting).collect();
+        let count = waiting.len();
+        for waiting in waiting {
+            // A receiver already gone is a client gone: nothing to tell.
+            let _ = waiting.resolve.send(Resolution::Abandoned);
+        }
+        count
+    }
+
     /// The parked calls, oldest first (then by id).
     pub fn pending(&self) -> Vec<Parked> {
         let mut calls: Vec<Parked> = self

@@ -1346,8 +1346,6 @@ impl Reader<'_> {
         }
     }
 
-    /// A glob at `key`, defaulting to `*`; with `upstreams`, it must match
-    /// one of them, so a misspelt name cannot quietly disable a rule.
     /// The glob at `key` (`*` when absent). With `names`, (a noun and the
     /// names it must match at least one of: the upstreams, the
     /// principals), a glob that matches none is an error too: a rule for

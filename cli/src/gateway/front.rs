@@ -277,6 +277,20 @@ impl Gateway {
         &self.config
     }
 
+    /// Before the gateway exits: ends every parked call as abandoned,
+    /// gives their tasks a moment to record it, then waits until every
+    /// queued audit entry is written and synced (the log's writer thread
+    /// dies with the process). A log that cannot be synced is said on
+    /// stderr.
+    pub async fn finish_log(&self) {
+        if self.approvals.abandon_all() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        if let Err(error) = self.log.flush().await {
+            eprintln!("gateway: {}", crate::text::one_line(&error.to_string()));
+        }
+    }
+
     /// The calls waiting for an approver.
     pub fn approvals(&self) -> &Approvals {
         &self.approvals
@@ -555,6 +569,9 @@ impl Front {
             if let Some((prefix, tool)) = split(&name)
                 && let Some(upstream) = gateway.upstreams.iter().find(|u| u.name == prefix)
                 && let Some(reason) = upstream.unavailable()
+                // The name is the client's: only one the spec allows is
+                // logged; any other is an unknown tool below.
+                && name_problem(tool).is_none()
             {
                 // Its hints are unknown; the refusal is a decision all the
                 // same, and logged as one.
@@ -713,6 +730,22 @@ impl Front {
                             rule_text.as_deref().unwrap_or("approval rule")
                         ),
                         json!({ "decision": decision, "rule": rule, "ruleText": rule_text }),
+                    ));
+                }
+                if context.ct.is_cancelled() {
+                    // Withdrawn while its approval was being recorded: an
+                    // approved call its client no longer waits for is not
+                    // sent either.
+                    said_abandoned(&id, &name);
+                    let _ = self
+                        .finish(&record, "abandoned", rule_text.clone(), "refused", None)
+                        .await;
+                    return Ok(refusal(
+                        format!(
+                            "`{}` was withdrawn by its client; it was not forwarded",
+                            name.escape_debug()
+                        ),
+                        json!({ "decision": "abandoned", "rule": rule, "ruleText": rule_text }),
                     ));
                 }
             }
@@ -1231,11 +1264,9 @@ pub async fn serve_http(
             .map_err(|error| format!("listen.allow_origins: {error}"))?;
     }
     let mut config = StreamableHttpServerConfig::default();
-    // rmcp checks `Host` (DNS rebinding); it accepts loopback names by
-    // default, and here also the bound address.
-    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
-        config.allowed_hosts.push(bound.ip().to_string());
-    }
+    // rmcp checks `Host` (DNS rebinding): loopback names, and here also
+    // the bound address.
+    config.allowed_hosts = allowed_hosts(bound);
     config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
     let sessions_end = config.cancellation_token.clone();
     let sessions = Arc::new(LocalSessionManager::default());
@@ -1297,11 +1328,16 @@ struct Authenticate<S> {
 /// The header naming a streamable-HTTP session (2025-03-26 to 2025-11-25).
 const SESSION_ID_HEADER: &str = "mcp-session-id";
 
-/// The most sessions whose principal is kept: 100,000 (a few MB). Past
+/// The most sessions whose principal is kept: 100,000 (some 20 MB). Past
 /// it the oldest binding is dropped, and its session answers 404 from then
 /// on, to its own principal too (who then starts a new one, as the spec
 /// has clients do): a session is never left without an owner to check.
 const MAX_SESSION_OWNERS: usize = 100_000;
+
+/// The most sessions kept for one principal: 10,000. Past it that
+/// principal's own oldest binding goes, so that one client opening
+/// sessions without end cannot push every other client's out.
+const MAX_SESSIONS_PER_PRINCIPAL: usize = 10_000;
 
 /// Which principal created each streamable-HTTP session, by session id,
 /// oldest first for eviction. One lock, held for a map lookup per request
@@ -1317,7 +1353,24 @@ struct Owners {
     by_id: HashMap<Box<str>, (Arc<str>, u64)>,
     /// Place: session id, the oldest first.
     by_age: BTreeMap<u64, Box<str>>,
+    /// Each principal's places, the oldest first.
+    by_principal: HashMap<Arc<str>, std::collections::BTreeSet<u64>>,
     next: u64,
+}
+
+impl Owners {
+    /// Forgets the session at `place` in every map.
+    fn forget(&mut self, place: u64) {
+        if let Some(id) = self.by_age.remove(&place)
+            && let Some((principal, _)) = self.by_id.remove(&id)
+            && let Some(places) = self.by_principal.get_mut(&principal)
+        {
+            places.remove(&place);
+            if places.is_empty() {
+                self.by_principal.remove(&principal);
+            }
+        }
+    }
 }
 
 impl SessionOwners {
@@ -1335,19 +1388,28 @@ impl SessionOwners {
             .is_some_and(|(owner, _)| &**owner == principal)
     }
 
-    /// Binds the new session `id` to `principal`, dropping the oldest
-    /// binding past [`MAX_SESSION_OWNERS`]. A session bound already keeps
-    /// its owner.
+    /// Binds the new session `id` to `principal`, dropping the
+    /// principal's own oldest binding past [`MAX_SESSIONS_PER_PRINCIPAL`]
+    /// and the oldest of all past [`MAX_SESSION_OWNERS`]. A session bound
+    /// already keeps its owner.
     fn bind(&self, id: &str, principal: &Arc<str>) {
         let mut owners = self.lock();
         if owners.by_id.contains_key(id) {
             return;
         }
+        let own_oldest = owners
+            .by_principal
+            .get(principal)
+            .filter(|places| places.len() >= MAX_SESSIONS_PER_PRINCIPAL)
+            .and_then(|places| places.first().copied());
+        if let Some(place) = own_oldest {
+            owners.forget(place);
+        }
         while owners.by_id.len() >= MAX_SESSION_OWNERS {
-            let Some((_, oldest)) = owners.by_age.pop_first() else {
+            let Some(oldest) = owners.by_age.keys().next().copied() else {
                 break;
             };
-            owners.by_id.remove(&oldest);
+            owners.forget(oldest);
         }
         let place = owners.next;
         owners.next += 1;
@@ -1355,13 +1417,18 @@ impl SessionOwners {
             .by_id
             .insert(Box::from(id), (principal.clone(), place));
         owners.by_age.insert(place, Box::from(id));
+        owners
+            .by_principal
+            .entry(principal.clone())
+            .or_default()
+            .insert(place);
     }
 
     /// Forgets session `id` (it was ended).
     fn unbind(&self, id: &str) {
         let mut owners = self.lock();
-        if let Some((_, place)) = owners.by_id.remove(id) {
-            owners.by_age.remove(&place);
+        if let Some(&(_, place)) = owners.by_id.get(id) {
+            owners.forget(place);
         }
     }
 }
@@ -1717,16 +1784,34 @@ mod tests {
         owners.unbind("s1");
         assert!(!owners.owned_by("s1", "alice"));
         assert!(owners.lock().by_age.is_empty());
-        for n in 0..MAX_SESSION_OWNERS + 2 {
+        // One principal's flood pushes out its own oldest, not alice's.
+        owners.bind("a", &alice);
+        for n in 0..MAX_SESSIONS_PER_PRINCIPAL + 2 {
             owners.bind(&n.to_string(), &bob);
+        }
+        assert!(owners.owned_by("a", "alice"));
+        assert!(!owners.owned_by("0", "bob") && !owners.owned_by("1", "bob"));
+        assert!(owners.owned_by("2", "bob"));
+        assert_eq!(owners.lock().by_id.len(), MAX_SESSIONS_PER_PRINCIPAL + 1);
+        // Past the cap of all, the oldest of all go.
+        let many = MAX_SESSION_OWNERS / MAX_SESSIONS_PER_PRINCIPAL + 1;
+        for p in 0..many {
+            let principal: Arc<str> = Arc::from(format!("p{p}"));
+            for n in 0..MAX_SESSIONS_PER_PRINCIPAL {
+                owners.bind(&format!("p{p}-{n}"), &principal);
+            }
         }
         let kept = owners.lock();
         assert_eq!(kept.by_id.len(), MAX_SESSION_OWNERS);
         assert_eq!(kept.by_age.len(), MAX_SESSION_OWNERS);
+        let places: usize = kept.by_principal.values().map(|places| places.len()).sum();
+        assert_eq!(places, MAX_SESSION_OWNERS);
         drop(kept);
-        assert!(!owners.owned_by("0", "bob") && !owners.owned_by("1", "bob"));
-        assert!(owners.owned_by("2", "bob"));
-        assert!(owners.owned_by(&(MAX_SESSION_OWNERS + 1).to_string(), "bob"));
+        assert!(
+            !owners.owned_by("a", "alice"),
+            "the oldest of all went first"
+        );
+        assert!(owners.owned_by(&format!("p{}-0", many - 1), &format!("p{}", many - 1)));
     }
 
     #[test]

@@ -218,20 +218,17 @@ impl AuditLog {
         let opened = file
             .metadata()
             .map_err(|source| error("read its length", source))?;
-        let mut length = opened.len();
-        if ends_torn(path, length).map_err(|source| error("read its last byte", source))? {
+        if ends_torn(path, opened.len()).map_err(|source| error("read its last byte", source))? {
             // A crash cut the last line short: end it, so that the next
             // entry starts a line of its own (the torn one stays, to be
             // seen, and `gateway log` skips it saying so).
             (&file)
                 .write_all(b"\n")
                 .map_err(|source| error("end its last line", source))?;
-            length += 1;
         }
         let (queue, requests) = std::sync::mpsc::channel();
         let writer = Writer {
             path: path.to_owned(),
-            length,
             identity: identity(&opened),
             failing: false,
             file,
@@ -289,14 +286,36 @@ impl AuditLog {
             .await
             .map_err(|_| error("finish the write", gone()))?
     }
+
+    /// Waits until every line queued before this call is written and
+    /// synced: before the gateway exits, since the writer thread does not
+    /// outlive the process.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the sync fails.
+    pub async fn flush(&self) -> Result<(), LogError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let gone = || LogError {
+            path: self.inner.path.clone(),
+            action: "flush it",
+            source: std::io::Error::other("its writer thread has stopped"),
+        };
+        // An empty line writes nothing; its sync covers every line before.
+        let request = Request {
+            line: Vec::new(),
+            durability: Durability::Synced,
+            reply,
+        };
+        self.inner.queue.send(request).map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
 }
 
 /// The writer thread's side: the file, and the lines it is given.
 struct Writer {
     path: PathBuf,
     file: File,
-    /// Its length: only this thread writes it.
-    length: u64,
     /// The open file's device and inode, to tell whether the path still
     /// names it.
     identity: (u64, u64),
@@ -326,10 +345,14 @@ impl Writer {
                 match requests.recv_timeout(IDLE_SYNC) {
                     Ok(request) => request,
                     Err(RecvTimeoutError::Timeout) => {
-                        // Nobody waits on it; a failure shows at the next
-                        // synced line.
-                        let _ = self.file.sync_data();
-                        unsynced = false;
+                        // Nobody waits on it; the operator is told.
+                        let synced = self.file.sync_data();
+                        let failed = synced
+                            .as_ref()
+                            .err()
+                            .map(|source| self.error("sync it to disk", copy(source)));
+                        self.tell(failed.as_ref());
+                        unsynced = synced.is_err();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -361,12 +384,18 @@ impl Writer {
         let placed = self.still_in_place();
         let mut to_sync = Vec::new();
         let mut unsynced = false;
+        // The batch's first failure, said once the batch is done: a batch
+        // that wrote but could not sync is a failing log, not a recovered
+        // one.
+        let mut failure: Option<LogError> = None;
         for request in batch {
             let written = match &placed {
                 Ok(()) => self.append(&request.line),
                 Err(source) => Err(self.error("append to it", copy(source))),
             };
-            self.tell(written.as_ref().err());
+            if let (Err(error), None) = (&written, &failure) {
+                failure = Some(self.error(error.action, copy(&error.source)));
+            }
             match (written, request.durability) {
                 (Ok(()), Durability::Synced) => to_sync.push(request.reply),
                 (written, _) => {
@@ -377,14 +406,14 @@ impl Writer {
             }
         }
         if to_sync.is_empty() {
+            self.tell(failure.as_ref());
             return unsynced;
         }
         let synced = self.file.sync_data();
-        let failed = synced
-            .as_ref()
-            .err()
-            .map(|source| self.error("sync it to disk", copy(source)));
-        self.tell(failed.as_ref());
+        if let (Err(source), None) = (&synced, &failure) {
+            failure = Some(self.error("sync it to disk", copy(source)));
+        }
+        self.tell(failure.as_ref());
         for reply in to_sync {
             let answer = match &synced {
                 Ok(()) => Ok(()),
@@ -397,14 +426,35 @@ impl Writer {
     }
 
     fn append(&mut self, line: &[u8]) -> Result<(), LogError> {
-        if let Err(source) = self.file.write_all(line) {
-            // Cut a partial line off, so the next entry starts a line of
-            // its own. Only this thread writes the log.
-            let _ = self.file.set_len(self.length);
-            return Err(self.error("append to it", source));
+        let mut written = 0;
+        while written < line.len() {
+            match self.file.write(&line[written..]) {
+                Ok(0) => {
+                    let source = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Err(self.cut(written, source));
+                }
+                Ok(more) => written += more,
+                Err(source) if source.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.cut(written, source)),
+            }
         }
-        self.length += line.len() as u64;
         Ok(())
+    }
+
+    /// Cuts the `written` bytes of a line that failed off the file's end,
+    /// so the next entry starts a line of its own; the failure as a
+    /// [`LogError`].
+    fn cut(&mut self, written: usize, source: std::io::Error) -> LogError {
+        if written > 0
+            && let Ok(metadata) = self.file.metadata()
+        {
+            // The length now, not one remembered: the file may have been
+            // truncated in place since it was opened (copytruncate).
+            let _ = self
+                .file
+                .set_len(metadata.len().saturating_sub(written as u64));
+        }
+        self.error("append to it", source)
     }
 
     /// Says on stderr when the log starts failing (every call is refused
@@ -951,8 +1001,8 @@ mod tests {
         }
     }
 
-    // The current-thread runtime the command runs on: the 50 writes still
-    // run side by side, on tokio's blocking pool.
+    // The current-thread runtime the command runs on: the 50 records are
+    // queued at once and share the writer thread's batches.
     #[tokio::test]
     async fn concurrent_records_are_all_written_whole() {
         let scratch = Scratch::new("concurrent");

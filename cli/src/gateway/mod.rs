@@ -229,10 +229,11 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
         served = &mut serving => served,
     };
     gateway.close();
+    // Gives the tasks rmcp spawned a turn to reap the upstreams the guard
+    // kills, and the calls still running theirs to record how they ended.
     upstream::stop_all();
-    // Gives the tasks rmcp spawned to reap the killed upstreams, and the
-    // audit log's writer its idle sync, a turn before the runtime ends.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    gateway.finish_log().await;
     served.map(|()| 0)
 }
 
@@ -252,16 +253,10 @@ async fn serve_started(
         Some(address) => Some(front::serve_admin(gateway.clone(), address).await?),
         None => None,
     };
-    let served = if args.stdio {
-        front::serve_stdio(gateway.clone(), stop).await
-    } else {
-        match gateway.config().listen.http {
-            Some(address) => front::serve_http(gateway.clone(), address, stop).await,
-            None => Err(format!(
-                "{}: `listen.http` is not set: give an address to serve HTTP on, or pass --stdio",
-                args.config.display()
-            )),
-        }
+    // `serve` refused a config with neither before starting anything.
+    let served = match (args.stdio, gateway.config().listen.http) {
+        (false, Some(address)) => front::serve_http(gateway.clone(), address, stop).await,
+        _ => front::serve_stdio(gateway.clone(), stop).await,
     };
     if let Some(admin) = admin {
         admin.abort();

@@ -33,7 +33,8 @@ impl EffectiveHints {
     }
 
     /// The four hints' values and sources, in [`Hint::ALL`] order.
-    pub fn values(&self) -> [(bool, Provenance); 4] {
+    #[cfg(test)]
+    fn values(&self) -> [(bool, Provenance); 4] {
         Hint::ALL.map(|hint| self.get(hint))
     }
 
@@ -112,19 +113,26 @@ pub fn effective_hints(
     EffectiveHints(hints)
 }
 
-/// Whether a `tool` glob names `upstream`'s tool `tool`: by its own name
-/// (`delete_*`), or by the name clients see (`notes__delete_*`). Either is
-/// what an operator may write; a glob written one way must not silently
-/// miss a tool named the other way, since a `deny` that matches nothing
-/// lets everything through.
+/// Whether a `tool` glob names `upstream`'s tool `tool`. A glob with `__`
+/// in it is written as clients see names (`notes__delete_*`) and is matched
+/// against `UPSTREAM__TOOL`; any other (`delete_*`) against the upstream's
+/// own name. A glob written either way thus cannot silently miss a tool (a
+/// `deny` that matches nothing lets everything through), and a tool whose
+/// own name holds `__` (`web`'s `notes__read`) cannot pass for another
+/// upstream's (`notes`' `read`).
 pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
-    glob.matches(tool) || glob.matches(&super::namespaced(upstream, tool))
+    if glob.as_str().contains(super::SEPARATOR) {
+        glob.matches(&super::namespaced(upstream, tool))
+    } else {
+        glob.matches(tool)
+    }
 }
 
 /// The `tool` globs of `config`'s rules and asserts (other than `*`) that
 /// match no tool of the upstreams they name, among `tools` (each
-/// upstream's name and its own tool names), in config order: `rule[0].tool
-/// `delte_note` matches no tool of `notes``. Said on stderr at start, since
+/// upstream's name and its own tool names), in config order:
+/// ``rule[0].tool `delte_note` matches no tool of the upstreams `notes`
+/// names``. Said on stderr at start, since
 /// a typo there makes a rule that never fires.
 pub fn unmatched_tool_globs<'a>(
     config: &Config,
@@ -660,6 +668,11 @@ mod tests {
         );
         let fetch = effective_hints(&config.asserts, "web", "fetch", &served(json!({})));
         assert_eq!(fetch.get(Hint::OpenWorld), (false, Provenance::Asserted));
+        // web's own `notes__delete_note` is not notes' `delete_note`.
+        assert_eq!(
+            policy.decide(&call("web", "notes__delete_note", "bob", &hints), now),
+            Verdict::Allow { rule: None }
+        );
     }
 
     #[test]

@@ -200,7 +200,12 @@ impl Upstream {
     /// (``gateway: upstream `NAME` serves again``).
     pub fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        let again = state.client.is_some() && state.unavailable.take().is_some();
+        state.client.is_some() && self.serving_again(&mut state)
+    }
+
+    /// Clears `state`'s unavailability, saying so when there was one.
+    fn serving_again(&self, state: &mut State) -> bool {
+        let again = state.unavailable.take().is_some();
         if again {
             eprintln!("gateway: upstream `{}` serves again", self.name);
         }
@@ -277,9 +282,7 @@ impl Upstream {
             return Ok(());
         }
         state.tools = Arc::new(tools);
-        if state.unavailable.take().is_some() {
-            eprintln!("gateway: upstream `{}` serves again", self.name);
-        }
+        self.serving_again(&mut state);
         Ok(())
     }
 
