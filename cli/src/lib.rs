@@ -175,9 +175,9 @@ async fn interrupted() -> (&'static str, u8) {
     }
 }
 
-/// Writes the report; colour is stripped unless stdout is a terminal (or
-/// CLICOLOR_FORCE is set).
-fn print(text: &str) -> Result<(), String> {
+/// Writes a command's output (a report, log entries, a decision); colour
+/// is stripped unless stdout is a terminal (or CLICOLOR_FORCE is set).
+pub(crate) fn print(text: &str) -> Result<(), String> {
     let mut stdout = anstream::stdout();
     written(
         stdout
@@ -186,13 +186,14 @@ fn print(text: &str) -> Result<(), String> {
     )
 }
 
-/// A broken pipe means the report's reader went away (`| head`): nothing is
-/// lost that anyone reads, so the exit status stays the audit's. Any other
-/// write error (a full disk, a closed stdout) is exit 2.
+/// A broken pipe means the output's reader went away (`| head`): nothing
+/// is lost that anyone reads (a gateway decision is taken anyway), so the
+/// exit status stays the command's. Any other write error (a full disk, a
+/// closed stdout) is exit 2.
 fn written(result: std::io::Result<()>) -> Result<(), String> {
     match result {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write the report: {error}"))
+            Err(format!("cannot write the output: {error}"))
         }
         _ => Ok(()),
     }

@@ -676,32 +676,12 @@ fn legacy_initialize_clients_are_served_too() {
 /// One raw HTTP/1.1 POST of an `initialize` to `address`; the status line
 /// and the whole answer.
 fn post(address: &str, headers: &[(&str, &str)]) -> String {
-    let body = json!({
+    let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-11-25", "capabilities": {},
                     "clientInfo": { "name": "raw", "version": "1" } }
-    })
-    .to_string();
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: \
-         application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    // A streamed answer may stay open: what came within the timeout is
-    // enough for the status line.
-    let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    });
+    mcp_request(address, "POST", headers, Some(&initialize))
 }
 
 #[test]
@@ -783,6 +763,20 @@ trusted = true
 {extra}"#,
         fx = toml_list(&command),
         notes = toml_list(&[notes]),
+    )
+}
+
+/// A config with the fixture upstream `fx` started with `args`, the admin
+/// endpoint on a free loopback port with [`ADMIN_TOKEN`], and `extra`.
+fn fx_admin_config(dir: &Path, args: &[&str], extra: &str) -> String {
+    fx_config(
+        dir,
+        args,
+        &format!("[admin]\ntoken = \"{ADMIN_TOKEN}\"\n\n{extra}"),
+    )
+    .replace(
+        "http = \"127.0.0.1:0\"\n",
+        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
     )
 }
 
@@ -1088,6 +1082,44 @@ fn admin_command(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs the Python client with `ops` (one call that gets parked) while
+/// the admin `verb`s (`approve` or `deny`) the parked call; the client's
+/// session.
+fn decide_parked(gateway: &Arc<Gateway>, ops: Value, verb: &str) -> Value {
+    let admin = gateway
+        .admin
+        .clone()
+        .expect("the admin endpoint is announced");
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || gateway.python(TOKEN, "auto", &ops))
+    };
+    let ids = pending_ids(&admin, 1);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let decided = admin_command(&[verb, &ids[0], "--admin", &admin]);
+    assert!(
+        decided.status.success(),
+        "{verb}: {}",
+        String::from_utf8_lossy(&decided.stderr)
+    );
+    client.join().unwrap()
+}
+
+/// `PHASE:DECISION` of every audit log entry, in order.
+fn phases(gateway: &Gateway) -> Vec<String> {
+    gateway
+        .log()
+        .iter()
+        .map(|entry| {
+            format!(
+                "{}:{}",
+                entry["phase"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 /// The ids of the parked calls, from `GET /pending` (waits 30 s at most
 /// for `count` of them).
 fn pending_ids(admin: &str, count: usize) -> Vec<String> {
@@ -1123,23 +1155,14 @@ fn pending_ids(admin: &str, count: usize) -> Vec<String> {
 #[test]
 fn require_approval_parks_until_approved_or_denied() {
     let dir = scratch("approval");
-    let extra = format!(
-        r#"[admin]
-token = "{ADMIN_TOKEN}"
-
-[[rule]]
+    let extra = r#"[[rule]]
 action = "require_approval"
 upstream = "fx"
 tool = "count"
 timeout_secs = 60
 on_expiry = "deny"
-"#
-    );
-    let config = fx_config(&dir, &[], &extra).replace(
-        "http = \"127.0.0.1:0\"\n",
-        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
-    );
-    let gateway = Arc::new(Gateway::start(&dir, &config));
+"#;
+    let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], extra)));
     let admin = gateway
         .admin
         .clone()
@@ -1154,38 +1177,13 @@ on_expiry = "deny"
     assert_eq!(unauthorized.status.code(), Some(2));
 
     for (verb, expected) in [("approve", false), ("deny", true)] {
-        let client = {
-            let gateway = gateway.clone();
-            std::thread::spawn(move || {
-                gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
-            })
-        };
-        let ids = pending_ids(&admin, 1);
-        assert_eq!(ids.len(), 1);
-        let decided = admin_command(&[verb, &ids[0], "--admin", &admin]);
-        assert!(
-            decided.status.success(),
-            "{verb}: {}",
-            String::from_utf8_lossy(&decided.stderr)
-        );
-        let session = client.join().unwrap();
+        let session = decide_parked(&gateway, json!([call("fx__count", json!({}))]), verb);
         let result = &session["results"][0];
         assert_eq!(result["isError"], expected, "{verb}: {result}");
     }
     assert_eq!(executions(&dir), 1, "only the approved call ran");
-    let decisions: Vec<String> = gateway
-        .log()
-        .iter()
-        .map(|entry| {
-            format!(
-                "{}:{}",
-                entry["phase"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap()
-            )
-        })
-        .collect();
     assert_eq!(
-        decisions,
+        phases(&gateway),
         [
             "decided:require_approval",
             "decided:approved",
@@ -1200,11 +1198,7 @@ on_expiry = "deny"
 #[test]
 fn a_parked_call_nobody_answers_becomes_its_rules_on_expiry() {
     let dir = scratch("approval-expiry");
-    let extra = format!(
-        r#"[admin]
-token = "{ADMIN_TOKEN}"
-
-[[rule]]
+    let extra = r#"[[rule]]
 action = "require_approval"
 upstream = "fx"
 tool = "count"
@@ -1217,13 +1211,8 @@ upstream = "fx"
 tool = "echo"
 timeout_secs = 1
 on_expiry = "approve"
-"#
-    );
-    let config = fx_config(&dir, &[], &extra).replace(
-        "http = \"127.0.0.1:0\"\n",
-        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
-    );
-    let gateway = Gateway::start(&dir, &config);
+"#;
+    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], extra));
     let session = gateway.python(
         TOKEN,
         "auto",
@@ -1267,130 +1256,41 @@ on_expiry = "approve"
 #[test]
 fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
     let dir = scratch("drift");
-    let extra = format!(
-        r#"[admin]
-token = "{ADMIN_TOKEN}"
-
-[lock]
-path = "gateway.lock"
-deny_drift = true
-"#
-    );
-    let with_admin = |config: String| {
-        config.replace(
-            "http = \"127.0.0.1:0\"\n",
-            "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
-        )
-    };
-    // A new tool (an empty lock): parked, approved, the lock written.
-    {
-        let gateway = Arc::new(Gateway::start(
-            &dir,
-            &with_admin(fx_config(&dir, &[], &extra)),
-        ));
-        let admin = gateway.admin.clone().unwrap();
-        let client = {
-            let gateway = gateway.clone();
-            std::thread::spawn(move || {
-                gateway.python(
-                    TOKEN,
-                    "auto",
-                    &json!([call("fx__echo", json!({ "text": "a" }))]),
-                )
-            })
-        };
-        let ids = pending_ids(&admin, 1);
-        let approved = admin_command(&["approve", &ids[0], "--admin", &admin]);
-        assert!(
-            approved.status.success(),
-            "{}",
-            String::from_utf8_lossy(&approved.stderr)
-        );
-        let session = client.join().unwrap();
-        assert_eq!(session["results"][0]["isError"], false, "{}", session);
-        let lock: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("gateway.lock")).unwrap())
-                .unwrap();
-        assert!(lock["tools"]["fx__echo"].is_object(), "{lock}");
-        // Approved now: the next call goes straight through.
-        let again = gateway.python(
-            TOKEN,
-            "auto",
-            &json!([call("fx__echo", json!({ "text": "b" }))]),
-        );
-        assert_eq!(again["results"][0]["isError"], false, "{again}");
-    }
-    // The same tool with another description: parked again; denied, the
-    // refusal names what changed.
-    let gateway = Arc::new(Gateway::start(
-        &dir,
-        &with_admin(fx_config(
-            &dir,
-            &["--describe", "Now it does more."],
-            &extra,
-        )),
-    ));
-    let admin = gateway.admin.clone().unwrap();
-    let client = {
-        let gateway = gateway.clone();
-        std::thread::spawn(move || {
-            gateway.python(
-                TOKEN,
-                "auto",
-                &json!([call("fx__echo", json!({ "text": "c" }))]),
-            )
-        })
-    };
-    let ids = pending_ids(&admin, 1);
-    let denied = admin_command(&["deny", &ids[0], "--admin", &admin]);
-    assert!(
-        denied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&denied.stderr)
-    );
-    let session = client.join().unwrap();
-    let result = &session["results"][0];
-    assert_eq!(result["isError"], true, "{result}");
-    assert!(text(result).contains("description"), "{}", text(result));
+    let extra = "[lock]\npath = \"gateway.lock\"\ndeny_drift = true\n";
+    let echo = |text: &str| json!([call("fx__echo", json!({ "text": text }))]);
     let locked = |dir: &Path| -> Value {
         let lock: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("gateway.lock")).unwrap())
                 .unwrap();
         lock["tools"]["fx__echo"].clone()
     };
+    // A new tool (an empty lock): parked, approved, the lock written.
+    {
+        let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], extra)));
+        let session = decide_parked(&gateway, echo("a"), "approve");
+        assert_eq!(session["results"][0]["isError"], false, "{}", session);
+        assert!(locked(&dir).is_object());
+        // Approved now: the next call goes straight through.
+        let again = gateway.python(TOKEN, "auto", &echo("b"));
+        assert_eq!(again["results"][0]["isError"], false, "{again}");
+    }
+    // The same tool with another description: parked again; denied, the
+    // refusal names what changed.
+    let changed = fx_admin_config(&dir, &["--describe", "Now it does more."], extra);
+    let gateway = Arc::new(Gateway::start(&dir, &changed));
+    let session = decide_parked(&gateway, echo("c"), "deny");
+    let result = &session["results"][0];
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(result).contains("description"), "{}", text(result));
     let before = locked(&dir);
     // Asked again, and approved this time: it runs, and the lock holds the
     // changed tool.
-    let client = {
-        let gateway = gateway.clone();
-        std::thread::spawn(move || {
-            gateway.python(
-                TOKEN,
-                "auto",
-                &json!([call("fx__echo", json!({ "text": "d" }))]),
-            )
-        })
-    };
-    let ids = pending_ids(&admin, 1);
-    let approved = admin_command(&["approve", &ids[0], "--admin", &admin]);
-    assert!(approved.status.success());
-    let session = client.join().unwrap();
+    let session = decide_parked(&gateway, echo("d"), "approve");
     assert_eq!(text(&session["results"][0]), "d", "{session}");
     assert_ne!(locked(&dir), before, "the lock was not updated");
     // Both gateways wrote to the same log.
-    let decisions: Vec<String> = gateway
-        .log()
-        .iter()
-        .map(|entry| {
-            format!(
-                "{}:{}",
-                entry["phase"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap()
-            )
-        })
-        .collect();
     assert_eq!(
-        decisions,
+        phases(&gateway),
         [
             "decided:drift",
             "decided:approved",
@@ -1835,20 +1735,6 @@ fn an_upstream_that_served_says_when_it_is_unavailable_and_when_it_serves_again(
     );
 }
 
-/// A config with the fixture upstream `fx` started with `args`, the admin
-/// endpoint on a free loopback port with [`ADMIN_TOKEN`], and `extra`.
-fn fx_admin_config(dir: &Path, args: &[&str], extra: &str) -> String {
-    fx_config(
-        dir,
-        args,
-        &format!("[admin]\ntoken = \"{ADMIN_TOKEN}\"\n\n{extra}"),
-    )
-    .replace(
-        "http = \"127.0.0.1:0\"\n",
-        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
-    )
-}
-
 /// `fx__count` needs an approver, for a minute.
 const COUNT_NEEDS_APPROVAL: &str = r#"[[rule]]
 action = "require_approval"
@@ -1984,6 +1870,12 @@ fn mcp_request(
     headers: &[(&str, &str)],
     body: Option<&Value>,
 ) -> String {
+    // The requests after `initialize` carry the revision it negotiated.
+    let version = if body.is_some_and(|body| body["method"] == "initialize") {
+        ""
+    } else {
+        "MCP-Protocol-Version: 2025-11-25\r\n"
+    };
     let body = body.map(Value::to_string).unwrap_or_default();
     let mut stream = TcpStream::connect(address).unwrap();
     stream
@@ -1991,8 +1883,8 @@ fn mcp_request(
         .unwrap();
     let mut request = format!(
         "{method} /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: \
-         application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\
-         Content-Length: {}\r\nConnection: close\r\n",
+         application/json, text/event-stream\r\n{version}Content-Length: {}\r\nConnection: \
+         close\r\n",
         body.len()
     );
     for (name, value) in headers {
@@ -2002,6 +1894,8 @@ fn mcp_request(
     request.push_str(&body);
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = Vec::new();
+    // A streamed answer may stay open: what came within the timeout is
+    // enough for the status line.
     let _ = stream.read_to_end(&mut answer);
     String::from_utf8_lossy(&answer).into_owned()
 }

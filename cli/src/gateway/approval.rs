@@ -618,17 +618,7 @@ pub async fn run_decide(action: Decide, id: Option<&str>, admin_url: &str) -> Re
     }
     let by = std::env::var("USER").ok().filter(|user| !user.is_empty());
     let out = decide(action, id, admin_url, &token, by).await?;
-    let mut stdout = anstream::stdout();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        // The reader went away (`| head`): the decision is taken anyway.
-        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write the result: {error}"))
-        }
-        _ => Ok(0),
-    }
+    crate::print(&out).map(|()| 0)
 }
 
 /// [`run_decide`] with its token and approver given: the text to print.
@@ -828,23 +818,35 @@ mod tests {
         }
     }
 
+    /// Parks `call` in a task of its own, as a client's request would be;
+    /// returns once it is parked.
+    async fn park_in_task(
+        approvals: &Approvals,
+        call: Parked,
+        timeout: Duration,
+        on_expiry: Expiry,
+        withdrawn: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Resolution> {
+        let id = call.id.clone();
+        let waiting = tokio::spawn({
+            let approvals = approvals.clone();
+            async move { approvals.park(call, timeout, on_expiry, withdrawn).await }
+        });
+        parked(approvals, &id).await;
+        waiting
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_approved_call_proceeds_and_its_id_is_then_unknown() {
         let approvals = Approvals::new();
-        let waiting = tokio::spawn({
-            let approvals = approvals.clone();
-            async move {
-                approvals
-                    .park(
-                        call("c1", 100),
-                        Duration::from_secs(300),
-                        Expiry::Deny,
-                        never(),
-                    )
-                    .await
-            }
-        });
-        parked(&approvals, "c1").await;
+        let waiting = park_in_task(
+            &approvals,
+            call("c1", 100),
+            Duration::from_secs(300),
+            Expiry::Deny,
+            never(),
+        )
+        .await;
         let pending = approvals.pending();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].expires_at, UNIX_EPOCH + Duration::from_secs(400));
@@ -867,20 +869,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_denied_call_is_refused() {
         let approvals = Approvals::new();
-        let waiting = tokio::spawn({
-            let approvals = approvals.clone();
-            async move {
-                approvals
-                    .park(
-                        call("c2", 0),
-                        Duration::from_secs(60),
-                        Expiry::Approve,
-                        never(),
-                    )
-                    .await
-            }
-        });
-        parked(&approvals, "c2").await;
+        let waiting = park_in_task(
+            &approvals,
+            call("c2", 0),
+            Duration::from_secs(60),
+            Expiry::Approve,
+            never(),
+        )
+        .await;
         approvals.deny("c2", "dave").unwrap();
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Denied { by: "dave".into() });
@@ -932,20 +928,14 @@ mod tests {
             approvals.approve("nope", "x").unwrap_err().to_string(),
             "no parked call `nope`: it was never parked, or was decided, expired or abandoned"
         );
-        let waiting = tokio::spawn({
-            let approvals = approvals.clone();
-            async move {
-                approvals
-                    .park(
-                        call("gone", 0),
-                        Duration::from_secs(300),
-                        Expiry::Approve,
-                        never(),
-                    )
-                    .await
-            }
-        });
-        parked(&approvals, "gone").await;
+        let waiting = park_in_task(
+            &approvals,
+            call("gone", 0),
+            Duration::from_secs(300),
+            Expiry::Approve,
+            never(),
+        )
+        .await;
         // The client went away: its request's future is dropped.
         waiting.abort();
         assert!(waiting.await.unwrap_err().is_cancelled());
@@ -957,23 +947,17 @@ mod tests {
     async fn a_call_its_client_withdraws_is_abandoned_and_cannot_be_decided() {
         let approvals = Approvals::new();
         let (withdraw, withdrawn) = oneshot::channel::<()>();
-        let waiting = tokio::spawn({
-            let approvals = approvals.clone();
+        // Abandoned even where expiry would approve.
+        let waiting = park_in_task(
+            &approvals,
+            call("w", 0),
+            Duration::from_secs(300),
+            Expiry::Approve,
             async move {
-                approvals
-                    .park(
-                        call("w", 0),
-                        Duration::from_secs(300),
-                        // Abandoned even where expiry would approve.
-                        Expiry::Approve,
-                        async move {
-                            let _ = withdrawn.await;
-                        },
-                    )
-                    .await
-            }
-        });
-        parked(&approvals, "w").await;
+                let _ = withdrawn.await;
+            },
+        )
+        .await;
         withdraw.send(()).unwrap();
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Abandoned);
@@ -986,20 +970,14 @@ mod tests {
         ));
 
         // A decision sent before the withdrawal is noticed stands.
-        let waiting = tokio::spawn({
-            let approvals = approvals.clone();
-            async move {
-                approvals
-                    .park(
-                        call("d", 0),
-                        Duration::from_secs(300),
-                        Expiry::Deny,
-                        tokio::time::sleep(Duration::from_secs(1)),
-                    )
-                    .await
-            }
-        });
-        parked(&approvals, "d").await;
+        let waiting = park_in_task(
+            &approvals,
+            call("d", 0),
+            Duration::from_secs(300),
+            Expiry::Deny,
+            tokio::time::sleep(Duration::from_secs(1)),
+        )
+        .await;
         approvals.approve("d", "carol").unwrap();
         assert_eq!(
             waiting.await.unwrap(),

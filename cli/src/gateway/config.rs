@@ -883,34 +883,16 @@ impl Reader<'_> {
         let (key, message) = if let Some(field) = backticked(message, "missing field ") {
             (format!("{key}.{field}"), "required, but missing".to_owned())
         } else if let Some(field) = backticked(message, "unknown field ") {
-            let expected = backticked_all(message.split_once("expected").map_or("", |(_, e)| e));
-            let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
-            let listed = expected
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let (listed, suggested) = expected(message, &field);
             (
                 key,
-                format!(
-                    "unknown key `{field}`{}; this table takes {listed}",
-                    suggestion(&field, &expected)
-                ),
+                format!("unknown key `{field}`{suggested}; this table takes {listed}"),
             )
         } else if let Some(variant) = backticked(message, "unknown variant ") {
-            let expected = backticked_all(message.split_once("expected").map_or("", |(_, e)| e));
-            let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
-            let listed = expected
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let (listed, suggested) = expected(message, &variant);
             (
                 key,
-                format!(
-                    "unknown value `{variant}`{}; expected one of {listed}",
-                    suggestion(&variant, &expected)
-                ),
+                format!("unknown value `{variant}`{suggested}; expected one of {listed}"),
             )
         } else {
             (key, message.to_owned())
@@ -1711,6 +1693,19 @@ fn position(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let start = before.rfind('\n').map_or(0, |newline| newline + 1);
     (line, before[start..].chars().count() + 1)
+}
+
+/// What serde's `message` lists after "expected", as `` `a`, `b` ``, and
+/// a " (did you mean `a`?)" for `got` among them (or nothing).
+fn expected(message: &str, got: &str) -> (String, String) {
+    let names = backticked_all(message.split_once("expected").map_or("", |(_, e)| e));
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let listed = names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (listed, suggestion(got, &names))
 }
 
 #[cfg(test)]

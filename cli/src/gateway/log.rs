@@ -641,17 +641,7 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
     } else {
         table(&entries)
     };
-    let mut stdout = anstream::stdout();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        // The reader went away (`| head`): nothing unread is lost.
-        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write the entries: {error}"))
-        }
-        _ => Ok(0),
-    }
+    crate::print(&out).map(|()| 0)
 }
 
 /// `[log] path` of the config at `config`, relative to its directory. Only
