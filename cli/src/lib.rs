@@ -193,7 +193,7 @@ pub(crate) fn print(text: &str) -> Result<(), String> {
 fn written(result: std::io::Result<()>) -> Result<(), String> {
     match result {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write the output: {error}"))
+            Err(format!("cannot write the report: {error}"))
         }
         _ => Ok(()),
     }
