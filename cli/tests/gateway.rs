@@ -164,12 +164,29 @@ impl Gateway {
         python(&self.url, token, mode, ops, &self.stderr())
     }
 
-    /// The audit log's entries.
+    /// The audit log's entries: its whole lines (a line the gateway is
+    /// still writing has no newline yet and is not read).
     fn log(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default();
-        text.lines()
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
+            .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
+    }
+
+    /// The audit log's entries once `ready` holds for them, read again
+    /// every 50 ms; after `bound`, the last reading (the caller's own
+    /// assertions then say what is missing).
+    fn log_when(&self, bound: Duration, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + bound;
+        loop {
+            let log = self.log();
+            if ready(&log) || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn address(&self) -> String {
@@ -1771,8 +1788,14 @@ fn assert_abandoned(gateway: &Gateway, admin: &str, id: &str) {
     assert!(said.contains("404"), "{said}");
     assert!(said.contains("abandoned"), "{said}");
     assert_eq!(executions(&gateway.dir), 0, "the withdrawn call ran");
-    let entries: Vec<String> = gateway
-        .log()
+    // The abandonment is logged by the gateway's own task once it sees the
+    // client gone, not before any answer the test waits on: wait for its
+    // `finished` entry (30 s at most) before reading the call's entries.
+    let log = gateway.log_when(Duration::from_secs(30), |log| {
+        log.iter()
+            .any(|entry| entry["id"] == id && entry["phase"] == "finished")
+    });
+    let entries: Vec<String> = log
         .iter()
         .filter(|entry| entry["id"] == id)
         .map(|entry| {
@@ -1794,13 +1817,12 @@ fn assert_abandoned(gateway: &Gateway, admin: &str, id: &str) {
         "{}",
         gateway.stderr()
     );
-    assert!(
-        gateway
-            .stderr()
-            .contains(&format!("gateway: call {id} of `fx__count` was abandoned")),
-        "{}",
-        gateway.stderr()
-    );
+    let said = format!("gateway: call {id} of `fx__count` was abandoned");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !gateway.stderr().contains(&said) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(gateway.stderr().contains(&said), "{}", gateway.stderr());
 }
 
 #[test]
