@@ -800,17 +800,29 @@ for line in sys.stdin:
         "server/discover had no answer within 1s: taken as a server that predates 2026-07-28"
     );
     within("close", session.close()).await;
-    // Slow to start, then modern only: the late answer to the probe is
-    // dropped, `initialize` is refused with -32022 listing 2026-07-28, and
-    // the client asks again.
+    // Slow to answer the probe, then modern only: the late answer to the
+    // probe is dropped, `initialize` is refused with -32022 listing
+    // 2026-07-28, and the client asks again. The first probe is held until
+    // `initialize` shows the client gave up on it (not answered after a
+    // fixed sleep, which a loaded machine's slow interpreter start could
+    // stretch past the client's next timeout).
     let slow = python(
-        r#"import json, sys, time
-time.sleep(1.5)
+        r#"import json, sys
+def discovered(m):
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"}}), flush=True)
+held, probes = None, 0
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("method") == "server/discover":
-        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"}}), flush=True)
+        probes += 1
+        if probes == 1:
+            held = m
+        else:
+            discovered(m)
     elif m.get("method") == "initialize":
+        if held is not None:
+            discovered(held)
+            held = None
         print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32022, "message": "Unsupported protocol version", "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}}), flush=True)
 "#,
     );

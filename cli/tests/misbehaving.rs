@@ -1008,7 +1008,7 @@ fn a_late_answer_to_an_abandoned_probe_is_ignored() {
         serde_json::json!({
             "server/discover": discovered,
             "tools/list": [tools],
-            "delay": { "server/discover": [3] },
+            "delay": { "server/discover": ["next"] },
         }),
     );
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
@@ -1050,7 +1050,7 @@ fn a_late_answer_to_an_abandoned_probe_is_ignored() {
             "server/discover": [discovered.replace("\"late\"", "\"first\""), discovered],
             "initialize": refusal,
             "tools/list": [tools],
-            "delay": { "server/discover": [3] },
+            "delay": { "server/discover": ["next"] },
         }),
     );
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
