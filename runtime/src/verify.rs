@@ -29,6 +29,15 @@
 //! seed draws the same calls; the findings are as deterministic as the
 //! server.
 //!
+//! Each run reads the system's tool list again ([`System::tools`]): a tool
+//! added, removed or declaring other hint values than in the list given is
+//! a [`ListChange`], which fails the report as a finding does. Generated
+//! arguments are bounded (65,536 characters per string, 1,000 items per
+//! array, 1 MiB per argument set): a schema no bounded value meets leaves
+//! its tool unchecked, as one no value meets. The destructiveHint check
+//! matches array elements by hash, and gives up past 20,000,000 steps
+//! (the hint is then unchecked, saying so).
+//!
 //! Behind cargo feature `verify`. The `mcp-hints verify` command runs it
 //! against any server; `mcp_hints::testing` (feature `testing`) (feature `testing`) against a
 //! `#[tool_router]` server in process.
