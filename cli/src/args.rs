@@ -141,6 +141,10 @@ pub struct AuditArgs {
     /// changed since are refused.
     #[arg(long, value_name = "LOCK")]
     pub pinned: Option<PathBuf>,
+    /// Show no progress line on stderr (it is shown only when stderr is a
+    /// terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
     /// The server.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -215,6 +219,10 @@ pub struct VerifyArgs {
     /// Do not ask before calling the server's writing tools.
     #[arg(long)]
     pub yes: bool,
+    /// Show no progress line on stderr (it is shown only when stderr is a
+    /// terminal: the run, the calls sent, the tool being checked).
+    #[arg(long, short)]
+    pub quiet: bool,
     /// The server.
     #[command(flatten)]
     pub target: LiveTargetArgs,

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod gateway;
 pub mod lint;
 pub mod live;
+pub mod progress;
 pub mod source;
 mod table;
 pub mod text;
@@ -206,9 +207,17 @@ async fn audit(args: AuditArgs) -> Result<u8, String> {
         fingerprints: lock.is_some(),
         keep_definitions: lock.is_some(),
     };
-    let (list, origin) = source::fetch(&args.target, options)
-        .await
-        .map_err(|error| error.to_string())?;
+    let progress = progress::Progress::new(args.quiet);
+    if let Some(target) = source::live_target(args.target.url.as_deref(), &args.target.command) {
+        progress.say(&format!(
+            "waiting for server/discover or initialize, then tools/list (--timeout {} s \
+             each) from {target}",
+            args.target.connect.timeout.as_secs_f64()
+        ));
+    }
+    let fetched = source::fetch(&args.target, options).await;
+    progress.clear();
+    let (list, origin) = fetched.map_err(|error| error.to_string())?;
     let drift = match (&lock, &args.pinned) {
         (Some(lock), Some(path)) => Some((
             path.display().to_string(),

@@ -274,7 +274,7 @@ enum Work {
 /// collector's verdict is the one that counts: the skim only decides
 /// whether to ask for more, and stops at the first odd page, a repeated
 /// cursor or the page cap, which the collector then reports.
-async fn collect_live(
+pub(crate) async fn collect_live(
     session: &mut Session,
     options: CollectOptions,
     page_fields: &mut Vec<Value>,

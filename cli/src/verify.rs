@@ -18,11 +18,12 @@ use serde_json::{Map, Value, json};
 
 use crate::args::VerifyArgs;
 use crate::live::{LiveErrorKind, LiveOptions, LiveTarget, Session, quoted};
+use crate::progress::{self, Progress};
 use crate::source::{self, Origin, SourceError};
 use crate::text::{count, one_line, shown};
 use mcp_hints::verify::{
-    self as engine, Answer, Call, Change, Finding, Options, Report, Start, System, SystemError,
-    ToolUnderTest, VerifyError,
+    self as engine, Answer, Call, Change, Finding, ListChange, ListChangeKind, Options, Report,
+    Start, System, SystemError, ToolUnderTest, VerifyError,
 };
 
 /// Argument lists per tool, as `--examples` gives them.
@@ -60,9 +61,15 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
         fingerprints: false,
         keep_definitions: true,
     };
-    let (list, origin) = source::fetch(&args.target.to_target(), collect)
-        .await
-        .map_err(|error| error.to_string())?;
+    let listing = Progress::new(args.quiet);
+    listing.say(&format!(
+        "waiting for server/discover or initialize, then tools/list (--timeout {} s each) \
+         from {target}",
+        args.target.connect.timeout.as_secs_f64()
+    ));
+    let fetched = source::fetch(&args.target.to_target(), collect.clone()).await;
+    listing.clear();
+    let (list, origin) = fetched.map_err(|error| error.to_string())?;
     let server = match &origin {
         Origin::Live { target, .. } => target.clone(),
         Origin::Files { .. } => unreachable!("verify takes no saved pages"),
@@ -71,22 +78,13 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
     if let Some(path) = &args.examples {
         check_example_tools(&list, &options.examples, path, &server)?;
     }
-    let tools: Vec<ToolUnderTest> = list
-        .tools
-        .iter()
-        .map(|tool| {
-            let definition = tool
-                .definition
-                .as_ref()
-                .expect("the list was collected with keep_definitions");
-            ToolUnderTest::from_definition(definition, tool.hints)
-        })
-        .collect();
+    let tools = tools_under_test(&list);
     if !args.yes {
         confirm(&list, &options, &server).await?;
     }
     let mut start = LiveStart {
         target,
+        collect,
         options: args.target.connect.live_options(),
         reset: args.reset.clone(),
         timeout: args.target.connect.timeout,
@@ -96,9 +94,17 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
         },
     };
     let began = Instant::now();
-    let report = engine::verify(&tools, &mut start, &options)
-        .await
-        .map_err(|error| verify_error(&error, &server))?;
+    let progress = Progress::new(args.quiet);
+    let mut run = 0;
+    let verified = engine::verify_with(&tools, &mut start, &options, &mut |event| {
+        if let engine::Progress::Run { run: now, .. } = event {
+            run = now;
+        }
+        progress.say(&progress::verify_message(event, options.runs, run));
+    })
+    .await;
+    progress.clear();
+    let report = verified.map_err(|error| verify_error(&error, &server))?;
     let elapsed = began.elapsed();
     if args.json {
         let mut out = origin.to_json();
@@ -109,6 +115,7 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
             "runs": report.runs,
             "calls": report.calls,
             "findings": report.findings,
+            "listChanges": report.list_changes,
             "checked": report.checked,
             "unchecked": report.unchecked,
         });
@@ -312,6 +319,8 @@ struct Snapshot {
 /// (stdio) or a new session (URL).
 struct LiveStart {
     target: LiveTarget,
+    /// How each run lists the tools again.
+    collect: CollectOptions,
     options: LiveOptions,
     reset: Option<String>,
     timeout: Duration,
@@ -331,6 +340,7 @@ impl Start for LiveStart {
         Ok(LiveSystem {
             session,
             snapshot: self.snapshot.clone(),
+            collect: self.collect.clone(),
         })
     }
 }
@@ -376,6 +386,7 @@ async fn reset(command: &str, timeout: Duration) -> Result<(), SystemError> {
 struct LiveSystem {
     session: Session,
     snapshot: Snapshot,
+    collect: CollectOptions,
 }
 
 impl System for LiveSystem {
@@ -384,10 +395,18 @@ impl System for LiveSystem {
         match self.session.request("tools/call", Some(params)).await {
             // A result that asks for input (2026-07-28 `input_required`)
             // did not run the tool through: a failed call.
-            Ok(result) => Ok(Answer::Result {
-                is_error: result.get("isError") == Some(&Value::Bool(true))
-                    || incomplete(&result).is_some(),
-            }),
+            Ok(result) => {
+                if let Some(problem) = invalid_result(&result) {
+                    return Err(SystemError::new(format!(
+                        "`{}` answered tools/call with an invalid CallToolResult: {problem}",
+                        shown(&call.tool)
+                    )));
+                }
+                Ok(Answer::Result {
+                    is_error: result.get("isError") == Some(&Value::Bool(true))
+                        || incomplete(&result).is_some(),
+                })
+            }
             Err(error) => match error.kind() {
                 LiveErrorKind::Rpc { code, message, .. } => Ok(Answer::Error {
                     code: *code,
@@ -414,9 +433,76 @@ impl System for LiveSystem {
         snapshot_of(tool, &result).map_err(SystemError::new)
     }
 
+    async fn tools(&mut self) -> Result<Option<Vec<ToolUnderTest>>, SystemError> {
+        let list = source::collect_live(&mut self.session, self.collect.clone(), &mut Vec::new())
+            .await
+            .map_err(|error| SystemError::new(format!("listing the tools again: {error}")))?;
+        Ok(Some(tools_under_test(&list)))
+    }
+
     async fn close(self) {
         self.session.close().await;
     }
+}
+
+/// The tools of a list collected with `keep_definitions`.
+fn tools_under_test(list: &ToolList) -> Vec<ToolUnderTest> {
+    list.tools
+        .iter()
+        .map(|tool| {
+            let definition = tool
+                .definition
+                .as_ref()
+                .expect("the list was collected with keep_definitions");
+            ToolUnderTest::from_definition(definition, tool.hints)
+        })
+        .collect()
+}
+
+/// What makes `result` no `CallToolResult` (MCP `schema.ts`: `content` an
+/// array of content blocks, `isError` a boolean, `structuredContent` an
+/// object), naming the field; `None` when it is one. A result asking for
+/// input (2026-07-28 `resultType` other than `complete`) has no content
+/// to check. `null` stands for an absent optional field.
+fn invalid_result(result: &Value) -> Option<String> {
+    let Some(fields) = result.as_object() else {
+        return Some(format!(
+            "the result is {}, not an object",
+            mcp_hints::hints::json_type(result)
+        ));
+    };
+    if incomplete(result).is_some() {
+        return None;
+    }
+    let kind = |value: &Value| mcp_hints::hints::json_type(value);
+    match fields.get("content") {
+        None => return Some("it has no `content`".to_owned()),
+        Some(Value::Array(blocks)) => {
+            if let Some(at) = blocks
+                .iter()
+                .position(|block| block.get("type").and_then(Value::as_str).is_none())
+            {
+                return Some(format!(
+                    "`content/{at}` is not a content block (an object with a string `type`)"
+                ));
+            }
+        }
+        Some(other) => return Some(format!("`content` is {}, not an array", kind(other))),
+    }
+    match fields.get("isError") {
+        None | Some(Value::Null | Value::Bool(_)) => {}
+        Some(other) => return Some(format!("`isError` is {}, not a boolean", kind(other))),
+    }
+    match fields.get("structuredContent") {
+        None | Some(Value::Null | Value::Object(_)) => {}
+        Some(other) => {
+            return Some(format!(
+                "`structuredContent` is {}, not an object",
+                kind(other)
+            ));
+        }
+    }
+    None
 }
 
 /// A `resultType` other than `complete` (2026-07-28).
@@ -438,6 +524,12 @@ fn incomplete(result: &Value) -> Option<&str> {
 /// `{"content": "<the tree as JSON text>"}`, where every change would be a
 /// change of one string, and no addition could be told from a removal.
 pub fn snapshot_of(tool: &str, result: &Value) -> Result<Value, String> {
+    if let Some(problem) = invalid_result(result) {
+        return Err(format!(
+            "the snapshot tool `{}` answered with an invalid CallToolResult: {problem}",
+            shown(tool)
+        ));
+    }
     let text: String = result
         .get("content")
         .and_then(Value::as_array)
@@ -527,6 +619,40 @@ fn numbered(sequence: &[Call]) -> String {
         );
     }
     out
+}
+
+/// A tool list's change, in words.
+fn list_change(change: &ListChange) -> String {
+    let tool = shown(&change.tool);
+    let run = change.run;
+    match &change.change {
+        ListChangeKind::Added => format!(
+            "`{tool}` is listed in run {run} but was not in the list verified: it was not checked"
+        ),
+        ListChangeKind::Removed => format!(
+            "`{tool}` is not listed in run {run}, though it was in the list verified: it was not \
+             called in that run"
+        ),
+        ListChangeKind::Hints { hints } => {
+            let hints: Vec<String> = hints
+                .iter()
+                .map(|change| {
+                    format!(
+                        "{} {} -> {}",
+                        change.hint.wire_name(),
+                        change.was,
+                        change.now
+                    )
+                })
+                .collect();
+            format!(
+                "`{tool}` is listed in run {run} with other hints than in the list verified ({}): \
+                 it was not called in that run",
+                hints.join(", ")
+            )
+        }
+        _ => format!("`{tool}` is listed otherwise in run {run}"),
+    }
 }
 
 /// What a finding says its hint claims, and what the sequence showed.
@@ -629,8 +755,17 @@ fn to_text(origin: &Origin, args: &VerifyArgs, report: &Report, elapsed: Duratio
         out.push_str(&difference(&finding.difference));
         let _ = writeln!(out, "   {b}={br} {s}help{sr}: {}\n", help(finding));
     }
+    for change in &report.list_changes {
+        let _ = writeln!(
+            out,
+            "{r}error[tools/list]{rr}{s}: {}{sr}\n   {b}={br} {s}help{sr}: verify checks the \
+             hints of the list it read first; a server whose list changes from one start to the \
+             next declares nothing a client can rely on\n",
+            list_change(change)
+        );
+    }
     let tools: BTreeSet<&str> = report.checked.iter().map(|c| c.tool.as_str()).collect();
-    let findings = report.findings.len();
+    let findings = report.findings.len() + report.list_changes.len();
     let (style, reset) = match findings {
         0 => (s.to_string(), sr.to_string()),
         _ => (r.to_string(), rr.to_string()),

@@ -903,3 +903,301 @@ fn server_filesystem_verifies_with_examples_inside_its_directory() {
     }
     assert!(Path::new(top).exists());
 }
+
+// ------------------------------------------------------ hostile servers
+
+#[test]
+fn a_schema_that_asks_for_gigabytes_leaves_its_tool_unchecked() {
+    // Drawn as asked, `minLength: 4000000000` aborted the process (memory
+    // allocation failed).
+    let (code, report) = verify_fixture(&["honest", "huge"], &["--runs", "2", "--steps", "10"]);
+    assert_eq!(code, 0, "{report:#}");
+    let reasons: Vec<(String, String)> = report["unchecked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|unchecked| unchecked["hint"] != "openWorldHint")
+        .filter(|unchecked| ["huge", "big"].contains(&unchecked["tool"].as_str().unwrap()))
+        .map(|unchecked| {
+            (
+                unchecked["tool"].as_str().unwrap().to_owned(),
+                unchecked["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let text = "never called: no arguments meet its inputSchema (at /properties/text: minLength \
+                4000000000 is above the longest string verify draws (65536 characters))";
+    let items = "never called: no arguments meet its inputSchema (at /properties/items: minItems \
+                 100000000 is above the most items verify draws in an array (1000))";
+    assert_eq!(
+        reasons,
+        [
+            ("big".to_owned(), items.to_owned()),
+            ("huge".to_owned(), text.to_owned()),
+            ("huge".to_owned(), text.to_owned()),
+        ],
+        "{report:#}"
+    );
+}
+
+/// `verify --snapshot snapshot --yes --runs 1 --steps 3` against
+/// raw_server.py: tools `snapshot` (an empty state) and `lookup`, both
+/// read-only, `lookup` answering `call` each time.
+fn verify_raw(name: &str, call: &str) -> Outcome {
+    let tool = |name: &str| {
+        json!({"name": name, "inputSchema": {"type": "object"},
+               "annotations": {"readOnlyHint": true, "openWorldHint": false}})
+    };
+    let list = json!({"tools": [tool("snapshot"), tool("lookup")]});
+    let line = |result: &str| format!(r#"{{"jsonrpc": "2.0", "id": $ID, "result": {result}}}"#);
+    let script = json!({
+        "tools/list": line(&list.to_string()),
+        "tools/call": {
+            "snapshot": line(r#"{"content": [{"type": "text", "text": "{\"items\": []}"}]}"#),
+            "lookup": line(call),
+        },
+    });
+    let dir = scratch(name);
+    let file = dir.join("script.json");
+    fs::write(&file, script.to_string()).unwrap();
+    let server: Vec<OsString> = vec![
+        "python3".into(),
+        peers::fixture("raw_server.py").into(),
+        file.into(),
+    ];
+    mcp_hints(
+        &[
+            "verify",
+            "--snapshot",
+            "snapshot",
+            "--yes",
+            "--runs",
+            "1",
+            "--steps",
+            "3",
+            "--timeout",
+            "20",
+        ],
+        &server,
+        &[],
+    )
+}
+
+#[test]
+fn a_call_result_that_is_no_call_tool_result_is_an_invalid_response_named() {
+    let cases = [
+        (
+            "content-string",
+            r#"{"content": "found"}"#,
+            "`content` is a string, not an array",
+        ),
+        (
+            "is-error-yes",
+            r#"{"content": [], "isError": "yes"}"#,
+            "`isError` is a string, not a boolean",
+        ),
+        (
+            "no-content",
+            r#"{"structuredContent": {"a": 1}}"#,
+            "it has no `content`",
+        ),
+    ];
+    for (name, call, field) in cases {
+        let outcome = verify_raw(name, call);
+        assert_eq!(
+            outcome.code, 2,
+            "{name}: {}{}",
+            outcome.stdout, outcome.stderr
+        );
+        let expected =
+            format!("`lookup` answered tools/call with an invalid CallToolResult: {field}\n");
+        assert!(
+            outcome.stderr.starts_with("error: MCP server `")
+                && outcome.stderr.contains(" failed in run 1, after ")
+                && outcome.stderr.contains(" | lookup {}\n`lookup` answered")
+                && outcome.stderr.ends_with(&expected),
+            "{name}: {}",
+            outcome.stderr
+        );
+    }
+    // A well-formed result is a call that succeeded.
+    let outcome = verify_raw(
+        "well-formed",
+        r#"{"content": [{"type": "text", "text": "x"}]}"#,
+    );
+    assert_eq!(outcome.code, 0, "{}{}", outcome.stdout, outcome.stderr);
+}
+
+#[test]
+fn a_tool_list_that_changes_between_runs_is_a_finding() {
+    let dir = scratch("relist");
+    let starts = dir.join("starts");
+    let mut server = fixture(&["honest"]);
+    server.extend(["--relist".into(), starts.into()]);
+    let outcome = mcp_hints(
+        &[
+            "verify",
+            "--snapshot",
+            "snapshot",
+            "--yes",
+            "--json",
+            "--runs",
+            "2",
+            "--steps",
+            "10",
+        ],
+        &server,
+        &[],
+    );
+    let report = outcome.json();
+    assert_eq!(outcome.code, 1, "{report:#}");
+    // The first list (the first process) declared get_item read-only; run
+    // 1's process (the second) lists it as a write.
+    assert_eq!(
+        report["listChanges"],
+        json!([{"run": 1, "tool": "get_item", "change": "hints", "hints": [
+            {"hint": "readOnlyHint", "was": true, "now": false},
+        ]}]),
+        "{report:#}"
+    );
+    // Not called while its hints were other than verified.
+    assert!(
+        !checked(&report).iter().any(|(tool, _)| tool == "get_item"),
+        "{report:#}"
+    );
+    // Counted afresh: the first list read-only again.
+    let mut server = fixture(&["honest"]);
+    server.extend(["--relist".into(), dir.join("starts-text").into()]);
+    let text = mcp_hints(
+        &[
+            "verify",
+            "--snapshot",
+            "snapshot",
+            "--yes",
+            "--runs",
+            "1",
+            "--steps",
+            "5",
+        ],
+        &server,
+        &[],
+    );
+    assert_eq!(text.code, 1, "{}", text.stdout);
+    assert!(
+        text.stdout.contains(
+            "error[tools/list]: `get_item` is listed in run 1 with other hints than in the list \
+             verified (readOnlyHint true -> false): it was not called in that run\n"
+        ),
+        "{}",
+        text.stdout
+    );
+}
+
+// ------------------------------------------------------------ progress
+
+/// `mcp-hints ARGS` under a pseudo-terminal of 200 columns (Python's `pty`):
+/// stdout and stderr both go to it, and everything written comes back as
+/// the bytes the terminal got, with the exit status.
+fn on_a_terminal(args: &[&str], server: &[OsString]) -> (i32, String) {
+    const PTY: &str = r#"
+import fcntl, os, pty, struct, sys, termios
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+out = b""
+while True:
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        break
+    if not data:
+        break
+    out += data
+_, status = os.waitpid(pid, 0)
+sys.stdout.buffer.write(out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    let output = Command::new("python3")
+        .args(["-c", PTY, env!("CARGO_BIN_EXE_mcp-hints")])
+        .args(args)
+        .arg("--")
+        .args(server)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("python3 runs");
+    (
+        output.status.code().expect("python3 exits"),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn progress_is_shown_on_a_terminal_and_nowhere_else() {
+    let args = [
+        "verify",
+        "--snapshot",
+        "snapshot",
+        "--yes",
+        "--runs",
+        "2",
+        "--steps",
+        "5",
+    ];
+    let server = fixture(&["honest"]);
+    let (code, terminal) = on_a_terminal(&args, &server);
+    assert_eq!(code, 0, "{terminal}");
+    for said in [
+        "waiting for server/discover or initialize, then tools/list (--timeout 30 s each) from \
+         MCP server `",
+        "run 1/2: starting the server and reading its tool list",
+        "run 2/2: ",
+        " calls sent; checking `",
+    ] {
+        assert!(terminal.contains(said), "{said}: {terminal:?}");
+    }
+    // The report is there too, after the progress line was cleared.
+    assert!(terminal.contains(" checked on "), "{terminal:?}");
+    // --quiet: the report alone.
+    let mut quiet = args.to_vec();
+    quiet.push("--quiet");
+    let (code, terminal) = on_a_terminal(&quiet, &server);
+    assert_eq!(code, 0, "{terminal}");
+    assert!(!terminal.contains("run 1/2"), "{terminal:?}");
+    assert!(terminal.contains(" checked on "), "{terminal:?}");
+    // stderr not a terminal: nothing on it at all, and the JSON on stdout
+    // as ever.
+    let outcome = mcp_hints(&args, &server, &[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    assert_eq!(outcome.stderr, "");
+    assert!(!outcome.stdout.contains("run 1/2"), "{}", outcome.stdout);
+}
+
+#[test]
+fn audit_shows_it_waits_for_a_server_that_never_answers() {
+    // `sleep` reads nothing and writes nothing: a server that never answers.
+    let server: Vec<OsString> = vec!["sleep".into(), "30".into()];
+    let args = ["audit", "--timeout", "2"];
+    let (code, terminal) = on_a_terminal(&args, &server);
+    assert_eq!(code, 2, "{terminal}");
+    assert!(
+        terminal.contains(
+            "waiting for server/discover or initialize, then tools/list (--timeout 2 s each) \
+             from MCP server `sleep 30`"
+        ),
+        "{terminal:?}"
+    );
+    let outcome = mcp_hints(&args, &server, &[]);
+    assert_eq!(outcome.code, 2);
+    assert!(
+        outcome.stderr.starts_with("error: ") && outcome.stderr.lines().count() >= 1,
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        !outcome.stderr.contains("waiting for"),
+        "{}",
+        outcome.stderr
+    );
+}

@@ -29,6 +29,15 @@
 //! seed draws the same calls; the findings are as deterministic as the
 //! server.
 //!
+//! Each run reads the system's tool list again ([`System::tools`]): a tool
+//! added, removed or declaring other hint values than in the list given is
+//! a [`ListChange`], which fails the report as a finding does. Generated
+//! arguments are bounded (65,536 characters per string, 1,000 items per
+//! array, 1 MiB per argument set): a schema no bounded value meets leaves
+//! its tool unchecked, as one no value meets. The destructiveHint check
+//! matches array elements by hash, and gives up past 20,000,000 steps
+//! (the hint is then unchecked, saying so).
+//!
 //! Behind cargo feature `verify`. The `mcp-hints verify` command runs it
 //! against any server; `mcp_hints::testing` (feature `testing`) (feature `testing`) against a
 //! `#[tool_router]` server in process.
@@ -146,6 +155,15 @@ pub trait System: Send {
     fn call(&mut self, call: &Call) -> impl Future<Output = Result<Answer, SystemError>> + Send;
     /// Reads the server's state back.
     fn snapshot(&mut self) -> impl Future<Output = Result<Value, SystemError>> + Send;
+    /// The tools this system lists now (its `tools/list`), read once at the
+    /// start of each run and compared with the list [`verify`] was given:
+    /// each difference is a [`ListChange`]. `Ok(None)`, the default, for a
+    /// system whose list cannot change.
+    fn tools(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<Vec<ToolUnderTest>>, SystemError>> + Send {
+        async { Ok(None) }
+    }
     /// Stops the server (for a process: ends it).
     fn close(self) -> impl Future<Output = ()> + Send;
 }
@@ -236,6 +254,9 @@ impl Options {
 pub struct Report {
     /// Hints that did not hold, one per tool and hint, in the order found.
     pub findings: Vec<Finding>,
+    /// Tools whose listing in a run differed from the list verified, each
+    /// change once, in the order found.
+    pub list_changes: Vec<ListChange>,
     /// Hints checked on at least one call that succeeded (or found not to
     /// hold), by tool then hint.
     pub checked: Vec<Checked>,
@@ -248,10 +269,84 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether every checked hint held.
+    /// Whether every checked hint held and the tool list never changed.
     pub fn holds(&self) -> bool {
-        self.findings.is_empty()
+        self.findings.is_empty() && self.list_changes.is_empty()
     }
+}
+
+/// A tool whose listing changed between the list [`verify`] was given and
+/// the one a run's system gave ([`System::tools`]). In that run the tool is
+/// not called: the hints it was verified by were not the ones it then
+/// declared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListChange {
+    /// The run whose list showed it first, from 1.
+    pub run: u32,
+    /// The tool.
+    pub tool: String,
+    /// What changed.
+    #[serde(flatten)]
+    pub change: ListChangeKind,
+}
+
+/// What changed in a tool's listing, as `{"change": "added" | "removed" |
+/// "hints", "hints": [...]}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ListChangeKind {
+    /// Listed in the run, not in the list verified.
+    Added,
+    /// In the list verified, not listed in the run.
+    Removed,
+    /// Listed with other hint values (provenance aside: a hint declared
+    /// `false` and one defaulted to `false` promise the same).
+    Hints {
+        /// Each hint whose value changed.
+        hints: Vec<HintChange>,
+    },
+}
+
+/// One hint's value in the list verified (`was`) and in a run's (`now`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HintChange {
+    /// The hint.
+    pub hint: Hint,
+    /// Its value in the list verified.
+    pub was: bool,
+    /// Its value in the run's list.
+    pub now: bool,
+}
+
+/// What [`verify_with`] is doing, for a progress display. Tool names are
+/// the server's, unescaped.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Progress<'a> {
+    /// A run starts on a fresh system: `run` of `runs`, from 1.
+    Run {
+        /// The run, from 1.
+        run: u32,
+        /// Runs in all ([`Options::runs`]).
+        runs: u32,
+    },
+    /// A `tools/call` of `tool` is about to be sent; `calls` were sent
+    /// before it (replays included).
+    Call {
+        /// The tool called.
+        tool: &'a str,
+        /// Calls sent before this one.
+        calls: u64,
+    },
+    /// A finding of `hint` on `tool` is being shrunk, with replays on
+    /// fresh systems.
+    Shrink {
+        /// The tool.
+        tool: &'a str,
+        /// The hint it broke.
+        hint: Hint,
+    },
 }
 
 /// A hint that did not hold.
@@ -395,6 +490,21 @@ pub async fn verify<S: Start>(
     start: &mut S,
     options: &Options,
 ) -> Result<Report, VerifyError> {
+    verify_with(tools, start, options, &mut |_| {}).await
+}
+
+/// [`verify`], telling `observe` what it is doing ([`Progress`]) as it
+/// goes: before each run, each call, each shrink.
+///
+/// # Errors
+///
+/// As [`verify`].
+pub async fn verify_with<S: Start>(
+    tools: &[ToolUnderTest],
+    start: &mut S,
+    options: &Options,
+    observe: &mut (dyn FnMut(Progress<'_>) + Send),
+) -> Result<Report, VerifyError> {
     if let Some(tool) = options
         .examples
         .keys()
@@ -402,7 +512,7 @@ pub async fn verify<S: Start>(
     {
         return Err(VerifyError::UnknownExampleTool { tool: tool.clone() });
     }
-    let mut state = Verification::new(tools, options);
+    let mut state = Verification::new(tools, options, observe);
     for run in 1..=options.runs {
         state.run(run, start).await?;
     }
@@ -415,7 +525,18 @@ struct Standing {
     times: u64,
     found: bool,
     tried: u64,
+    /// Calls that succeeded whose check gave up (its step budget spent).
+    undecided: u64,
     last_failure: Option<String>,
+}
+
+/// What one check of a hint over one call found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    Yes,
+    No,
+    /// Past the check's step budget ([`snapshot::MAX_STEPS`]).
+    Undecided,
 }
 
 /// One tool as the generator sees it.
@@ -428,9 +549,14 @@ struct Playable<'a> {
     weight: usize,
 }
 
-struct Verification<'a> {
+struct Verification<'a, 'o> {
     options: &'a Options,
+    tools: &'a [ToolUnderTest],
+    observe: &'o mut (dyn FnMut(Progress<'_>) + Send),
     playable: Vec<Playable<'a>>,
+    /// Tools not called in this run: their listing changed.
+    excluded: Vec<bool>,
+    list_changes: Vec<ListChange>,
     standing: BTreeMap<(String, Hint), Standing>,
     unchecked: Vec<Unchecked>,
     findings: Vec<Finding>,
@@ -439,8 +565,12 @@ struct Verification<'a> {
     scalar_snapshot: bool,
 }
 
-impl<'a> Verification<'a> {
-    fn new(tools: &'a [ToolUnderTest], options: &'a Options) -> Verification<'a> {
+impl<'a, 'o> Verification<'a, 'o> {
+    fn new(
+        tools: &'a [ToolUnderTest],
+        options: &'a Options,
+        observe: &'o mut (dyn FnMut(Progress<'_>) + Send),
+    ) -> Verification<'a, 'o> {
         let mut playable = Vec::new();
         let mut standing = BTreeMap::new();
         let mut unchecked = Vec::new();
@@ -504,6 +634,10 @@ impl<'a> Verification<'a> {
         }
         Verification {
             options,
+            tools,
+            observe,
+            excluded: vec![false; playable.len()],
+            list_changes: Vec::new(),
             playable,
             standing,
             unchecked,
@@ -523,16 +657,81 @@ impl<'a> Verification<'a> {
             .seed
             .wrapping_add(u64::from(run).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut rng = fastrand::Rng::with_seed(seed);
+        (self.observe)(Progress::Run {
+            run,
+            runs: self.options.runs,
+        });
         let mut system = start
             .start()
             .await
             .map_err(|error| VerifyError::Start { run, error })?;
         let mut executed: Vec<Call> = Vec::new();
-        let result = self
-            .steps(run, &mut rng, &mut system, &mut executed, start)
-            .await;
+        let result = match system.tools().await {
+            Ok(listed) => {
+                self.relisted(run, listed.as_deref());
+                self.steps(run, &mut rng, &mut system, &mut executed, start)
+                    .await
+            }
+            Err(error) => Err(VerifyError::Died {
+                run,
+                sequence: Vec::new(),
+                error,
+            }),
+        };
         system.close().await;
         result
+    }
+
+    /// Compares a run's list with the one verified: each change not seen
+    /// before becomes a [`ListChange`], and the tools that changed are not
+    /// called in this run.
+    fn relisted(&mut self, run: u32, listed: Option<&[ToolUnderTest]>) {
+        self.excluded.fill(false);
+        let Some(listed) = listed else {
+            return;
+        };
+        let mut changes = Vec::new();
+        for tool in self.tools {
+            let change = match listed.iter().find(|now| now.name == tool.name) {
+                None => ListChangeKind::Removed,
+                Some(now) => {
+                    let hints: Vec<HintChange> = Hint::ALL
+                        .into_iter()
+                        .filter_map(|hint| {
+                            let (was, now) =
+                                (tool.hints.get(hint).value, now.hints.get(hint).value);
+                            (was != now).then_some(HintChange { hint, was, now })
+                        })
+                        .collect();
+                    if hints.is_empty() {
+                        continue;
+                    }
+                    ListChangeKind::Hints { hints }
+                }
+            };
+            if let Some(at) = self
+                .playable
+                .iter()
+                .position(|playable| playable.tool.name == tool.name)
+            {
+                self.excluded[at] = true;
+            }
+            changes.push((tool.name.clone(), change));
+        }
+        for now in listed {
+            if !self.tools.iter().any(|tool| tool.name == now.name) {
+                changes.push((now.name.clone(), ListChangeKind::Added));
+            }
+        }
+        for (tool, change) in changes {
+            if !self
+                .list_changes
+                .iter()
+                .any(|known| known.tool == tool && known.change == change)
+            {
+                self.list_changes.push(ListChange { run, tool, change });
+            }
+        }
     }
 
     async fn steps<S: Start>(
@@ -570,17 +769,25 @@ impl<'a> Verification<'a> {
             self.scalar_snapshot = true;
         }
         pool.absorb(&snapshot);
-        let total: usize = self.playable.iter().map(|tool| tool.weight).sum();
+        let weights: Vec<usize> = self
+            .playable
+            .iter()
+            .zip(&self.excluded)
+            .map(|(tool, excluded)| if *excluded { 0 } else { tool.weight })
+            .collect();
+        let total: usize = weights.iter().sum();
+        if total == 0 {
+            return Ok(());
+        }
         for _ in 0..self.options.steps {
             let mut pick = rng.usize(..total);
-            let index = self
-                .playable
+            let index = weights
                 .iter()
-                .position(|tool| {
-                    if pick < tool.weight {
+                .position(|weight| {
+                    if pick < *weight {
                         return true;
                     }
-                    pick -= tool.weight;
+                    pick -= *weight;
                     false
                 })
                 .unwrap_or(0);
@@ -596,10 +803,15 @@ impl<'a> Verification<'a> {
                 .await
                 .map_err(|error| died(executed, error))?;
             let mut broken = Vec::new();
+            let mut undecided = Vec::new();
             // idempotentHint is checked on the repeat below.
             for hint in claims.iter().filter(|hint| **hint != Hint::Idempotent) {
-                if !self.holds(*hint, &before, &after) {
-                    broken.push((*hint, executed.clone(), before.clone(), after.clone()));
+                match self.holds(*hint, &before, &after) {
+                    Held::Yes => {}
+                    Held::No => {
+                        broken.push((*hint, executed.clone(), before.clone(), after.clone()));
+                    }
+                    Held::Undecided => undecided.push(*hint),
                 }
             }
             snapshot = after;
@@ -611,7 +823,7 @@ impl<'a> Verification<'a> {
                     .send(system, &call, executed)
                     .await
                     .map_err(|error| died(executed, error))?;
-                if !self.holds(Hint::Idempotent, &before, &after) {
+                if self.holds(Hint::Idempotent, &before, &after) == Held::No {
                     broken.push((Hint::Idempotent, executed.clone(), before, after.clone()));
                 }
                 if !again.succeeded() {
@@ -624,7 +836,11 @@ impl<'a> Verification<'a> {
                 let standing = self.standing_mut(&name, *hint);
                 standing.tried += 1;
                 if answer.succeeded() {
-                    standing.times += 1;
+                    if undecided.contains(hint) {
+                        standing.undecided += 1;
+                    } else {
+                        standing.times += 1;
+                    }
                 }
             }
             if !answer.succeeded() {
@@ -637,6 +853,7 @@ impl<'a> Verification<'a> {
                     continue;
                 }
                 self.standing_mut(&name, hint).found = true;
+                (self.observe)(Progress::Shrink { tool: &name, hint });
                 let finding = self.shrink(start, hint, sequence, before, after).await;
                 self.findings.push(finding);
             }
@@ -652,6 +869,10 @@ impl<'a> Verification<'a> {
         executed: &mut Vec<Call>,
     ) -> Result<(Answer, Value), SystemError> {
         executed.push(call.clone());
+        (self.observe)(Progress::Call {
+            tool: &call.tool,
+            calls: self.calls,
+        });
         self.calls += 1;
         let answer = system.call(call).await?;
         Ok((answer, system.snapshot().await?))
@@ -659,14 +880,24 @@ impl<'a> Verification<'a> {
 
     /// Whether `hint` held over a call whose snapshots were `before` and
     /// `after` (for idempotentHint: the repeat's).
-    fn holds(&self, hint: Hint, before: &Value, after: &Value) -> bool {
+    fn holds(&self, hint: Hint, before: &Value, after: &Value) -> Held {
+        let held = |yes| if yes { Held::Yes } else { Held::No };
         match hint {
             // A string or number has no parts to keep: any change of it
             // would look destructive.
-            Hint::Destructive if self.scalar_snapshot => true,
-            Hint::Destructive => snapshot::keeps(before, after),
-            Hint::ReadOnly | Hint::Idempotent => snapshot::same(before, after),
-            Hint::OpenWorld => true,
+            Hint::Destructive if self.scalar_snapshot => Held::Yes,
+            Hint::Destructive => {
+                match snapshot::keeps(
+                    before,
+                    after,
+                    &mut snapshot::Budget::new(snapshot::MAX_STEPS),
+                ) {
+                    Ok(yes) => held(yes),
+                    Err(snapshot::Exhausted) => Held::Undecided,
+                }
+            }
+            Hint::ReadOnly | Hint::Idempotent => held(snapshot::same(before, after)),
+            Hint::OpenWorld => Held::Yes,
         }
     }
 
@@ -782,7 +1013,7 @@ impl<'a> Verification<'a> {
             self.calls += 1;
             system.call(last).await.ok()?;
             let after = system.snapshot().await.ok()?;
-            (!self.holds(hint, &before, &after)).then_some((before, after))
+            (self.holds(hint, &before, &after) == Held::No).then_some((before, after))
         }
         .await;
         system.close().await;
@@ -812,6 +1043,12 @@ impl<'a> Verification<'a> {
                 continue;
             }
             let reason = match (standing.tried, standing.last_failure) {
+                _ if standing.undecided > 0 => format!(
+                    "every snapshot around its calls was too large to compare within {} steps \
+                     ({} calls)",
+                    snapshot::MAX_STEPS,
+                    standing.undecided
+                ),
                 (0, _) => "never drawn: more --runs or --steps would reach it".to_owned(),
                 (tried, Some(failure)) => {
                     format!("no call of it succeeded ({tried} tried; the last got {failure})")
@@ -823,6 +1060,7 @@ impl<'a> Verification<'a> {
         unchecked.sort_by(|a, b| (&a.tool, a.hint).cmp(&(&b.tool, b.hint)));
         Report {
             findings: self.findings,
+            list_changes: self.list_changes,
             checked,
             unchecked,
             runs: self.options.runs,

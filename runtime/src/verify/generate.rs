@@ -8,7 +8,9 @@
 //! What the subset cannot express (`pattern`, `format` beyond a few,
 //! `not`) is left to the server to refuse; a schema no value can meet
 //! (`false`, an empty `enum`, a minimum above the maximum) is an
-//! [`Unsatisfiable`] error naming where.
+//! [`Unsatisfiable`] error naming where. So is one whose every value is
+//! larger than the bounds of a draw: [`MAX_STRING_CHARS`] per string,
+//! [`MAX_ITEMS`] per array, [`MAX_ARGUMENT_BYTES`] per argument set.
 
 use serde_json::{Map, Number, Value};
 
@@ -24,6 +26,20 @@ const MAX_DEPTH: usize = 24;
 /// multiply, so a hostile schema (a `$ref` to an `anyOf` of itself) would
 /// otherwise take exponential time before any call is made.
 const MAX_VISITS: usize = 20_000;
+
+/// The longest string drawn, in characters: a `minLength` above it is a
+/// schema no drawn value meets (a server that asks for 4e9 characters
+/// would otherwise have them allocated, and sent on every call).
+pub(crate) const MAX_STRING_CHARS: u64 = 65_536;
+
+/// The most items of one array drawn: a `minItems` above it is a schema no
+/// drawn value meets.
+pub(crate) const MAX_ITEMS: u64 = 1_000;
+
+/// The most bytes of one drawn argument set (its strings, and a few bytes
+/// per member, item and scalar): a draw that would pass it is given up,
+/// as one no value meets.
+pub(crate) const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
 /// The strings a run draws from besides its pool.
 const WORDS: [&str; 8] = [
@@ -94,6 +110,8 @@ pub(crate) struct Generator<'a> {
     rng: &'a mut fastrand::Rng,
     pool: &'a Pool,
     visits: usize,
+    /// Bytes drawn so far, as [`MAX_ARGUMENT_BYTES`] counts them.
+    size: usize,
 }
 
 impl<'a> Generator<'a> {
@@ -103,6 +121,7 @@ impl<'a> Generator<'a> {
             rng,
             pool,
             visits: 0,
+            size: 0,
         }
     }
 
@@ -143,6 +162,9 @@ impl<'a> Generator<'a> {
             reason,
         };
         self.visits += 1;
+        // A few bytes for each value's own syntax (a member's name is its
+        // property's, counted with the schema it comes from).
+        self.grow(8).map_err(fail)?;
         if self.visits > MAX_VISITS {
             return Err(fail(format!(
                 "no value found within {MAX_VISITS} subschemas (nested `anyOf`/`oneOf` branches multiply)"
@@ -174,6 +196,7 @@ impl<'a> Generator<'a> {
             return Err(fail("`not` of a schema every value meets".to_owned()));
         }
         if let Some(constant) = schema.get("const") {
+            self.grow(approximate_size(constant)).map_err(fail)?;
             return Ok(constant.clone());
         }
         if let Some(choices) = schema.get("enum") {
@@ -183,7 +206,9 @@ impl<'a> Generator<'a> {
             if choices.is_empty() {
                 return Err(fail("`enum` is empty".to_owned()));
             }
-            return Ok(choices[self.rng.usize(..choices.len())].clone());
+            let choice = &choices[self.rng.usize(..choices.len())];
+            self.grow(approximate_size(choice)).map_err(fail)?;
+            return Ok(choice.clone());
         }
         for keyword in ["anyOf", "oneOf"] {
             if let Some(branches) = schema.get(keyword) {
@@ -207,7 +232,18 @@ impl<'a> Generator<'a> {
                 {
                     return Err(fail(format!("minLength {min} is above maxLength {max}")));
                 }
-                Ok(self.string_of_format(schema, min, max))
+                if let Some(min) = min
+                    && min > MAX_STRING_CHARS
+                {
+                    return Err(fail(format!(
+                        "minLength {min} is above the longest string verify draws \
+                         ({MAX_STRING_CHARS} characters)"
+                    )));
+                }
+                let value = self.string_of_format(schema, min, max);
+                let length = value.as_str().map_or(0, str::len);
+                self.grow(length).map_err(fail)?;
+                Ok(value)
             }
             "array" => self.array(schema, &at, depth),
             "object" => self.object(schema, &at, depth),
@@ -250,9 +286,13 @@ impl<'a> Generator<'a> {
                 }
                 (branch, false) => branch.clone(),
             };
+            let size = self.size;
             match self.value(&branch, format!("{at}/{keyword}/{index}"), depth + 1) {
                 Ok(value) => return Ok(value),
-                Err(error) => last = error,
+                Err(error) => {
+                    self.size = size;
+                    last = error;
+                }
             }
         }
         Err(last)
@@ -388,6 +428,18 @@ impl<'a> Generator<'a> {
         }
     }
 
+    /// Counts `bytes` more drawn; the reason, past [`MAX_ARGUMENT_BYTES`].
+    fn grow(&mut self, bytes: usize) -> Result<(), String> {
+        self.size = self.size.saturating_add(bytes);
+        if self.size > MAX_ARGUMENT_BYTES {
+            return Err(format!(
+                "the arguments would be larger than the most verify draws \
+                 ({MAX_ARGUMENT_BYTES} bytes)"
+            ));
+        }
+        Ok(())
+    }
+
     fn string(&mut self, min: Option<u64>, max: Option<u64>) -> Value {
         let mut text = if !self.pool.strings.is_empty() && self.rng.bool() {
             self.pool.strings[self.rng.usize(..self.pool.strings.len())].clone()
@@ -423,6 +475,15 @@ impl<'a> Generator<'a> {
             return Err(Unsatisfiable {
                 at: at.to_owned(),
                 reason: format!("minItems {min} is above maxItems {max}"),
+            });
+        }
+        if min > MAX_ITEMS {
+            return Err(Unsatisfiable {
+                at: at.to_owned(),
+                reason: format!(
+                    "minItems {min} is above the most items verify draws in an array \
+                     ({MAX_ITEMS})"
+                ),
             });
         }
         let spare = if depth >= MINIMAL_DEPTH { 0 } else { 3 };
@@ -500,12 +561,14 @@ impl<'a> Generator<'a> {
                 continue;
             }
             let property_at = format!("{at}/properties/{}", escape_pointer(name));
+            let size = self.size;
             match self.value(property, property_at, depth + 1) {
                 Ok(value) => {
                     object.insert(name.clone(), value);
                 }
                 Err(error) if needed => return Err(error),
-                Err(_) => {}
+                // Left out: what it drew is not sent.
+                Err(_) => self.size = size,
             }
         }
         for name in required {
@@ -576,6 +639,23 @@ fn bounds(schema: &Map<String, Value>) -> Result<(Option<f64>, Option<f64>), Str
             Err(format!("minimum {low} is above maximum {high}"))
         }
         bounds => Ok(bounds),
+    }
+}
+
+/// Roughly the bytes of `value` as JSON (strings by their length, 8 for
+/// anything else), without writing it out.
+fn approximate_size(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items.iter().map(approximate_size).sum::<usize>() + 2,
+        Value::Object(members) => {
+            members
+                .iter()
+                .map(|(key, member)| key.len() + 3 + approximate_size(member))
+                .sum::<usize>()
+                + 2
+        }
+        _ => 8,
     }
 }
 
@@ -715,6 +795,45 @@ mod tests {
         // An optional member no value meets is left out instead.
         let optional = json!({"type": "object", "properties": {"a": false}});
         assert_eq!(draw(optional, 1).unwrap(), Map::new());
+    }
+
+    #[test]
+    fn what_a_schema_asks_for_is_bounded() {
+        let long = |length: u64| json!({"type": "object", "properties": {"s": {"type": "string", "minLength": length}}, "required": ["s"]});
+        for length in [100_000_000_u64, 4_000_000_000] {
+            let error = draw(long(length), 1).unwrap_err();
+            assert_eq!(error.at, "/properties/s");
+            assert_eq!(
+                error.reason,
+                format!(
+                    "minLength {length} is above the longest string verify draws (65536 \
+                     characters)"
+                )
+            );
+        }
+        // Up to the bound, drawn in full.
+        let drawn = draw(long(MAX_STRING_CHARS), 1).unwrap();
+        assert_eq!(drawn["s"].as_str().unwrap().len(), 65_536);
+        let many = json!({"type": "object", "properties": {"a": {"type": "array", "minItems": 100_000_000u64}}, "required": ["a"]});
+        let error = draw(many, 1).unwrap_err();
+        assert_eq!(
+            error.reason,
+            "minItems 100000000 is above the most items verify draws in an array (1000)"
+        );
+        // Each part within its bound, the whole past 1 MiB: 1000 strings
+        // of 2000 characters.
+        let large = json!({"type": "object", "properties": {"a": {"type": "array", "minItems": 1000,
+            "items": {"type": "string", "minLength": 2000}}}, "required": ["a"]});
+        let error = draw(large, 1).unwrap_err();
+        assert_eq!(
+            error.reason,
+            "the arguments would be larger than the most verify draws (1048576 bytes)"
+        );
+        // An optional member past the bound is left out.
+        let optional = json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 100_000_000u64}}});
+        for seed in 0..10 {
+            assert_eq!(draw(optional.clone(), seed).unwrap(), Map::new());
+        }
     }
 
     #[test]

@@ -122,6 +122,8 @@ struct Fake {
     starts: u32,
     /// Every run's system dies at this call, counting from 1.
     dies_at: Option<u64>,
+    /// From the second start on, the list [`System::tools`] gives.
+    relisted: Option<Vec<ToolUnderTest>>,
 }
 
 struct FakeSystem<'a> {
@@ -129,6 +131,7 @@ struct FakeSystem<'a> {
     state: Value,
     calls: u64,
     dies_at: Option<u64>,
+    listed: Option<Vec<ToolUnderTest>>,
 }
 
 impl Start for Fake {
@@ -155,6 +158,7 @@ impl Start for Fake {
             state: json!({"items": []}),
             calls: 0,
             dies_at: self.dies_at,
+            listed: self.relisted.clone().filter(|_| self.starts >= 2),
         })
     }
 }
@@ -177,6 +181,10 @@ impl System for FakeSystem<'_> {
         Ok(self.state.clone())
     }
 
+    async fn tools(&mut self) -> Result<Option<Vec<ToolUnderTest>>, SystemError> {
+        Ok(self.listed.clone())
+    }
+
     async fn close(self) {}
 }
 
@@ -185,6 +193,7 @@ fn fake(tools: Vec<FakeTool>) -> Fake {
         tools,
         starts: 0,
         dies_at: None,
+        relisted: None,
     }
 }
 
@@ -534,4 +543,76 @@ fn a_prose_snapshot_leaves_destructive_hints_unchecked() {
             .reason
             .starts_with("the snapshot is not a JSON object or array")
     );
+}
+
+#[test]
+fn a_list_that_changes_between_runs_is_a_list_change_and_its_tool_not_called() {
+    let honest = |name| tools().into_iter().find(|tool| tool.name == name).unwrap();
+    let all = vec![honest("read"), honest("set"), honest("append")];
+    let listed = under_test(&all);
+    // From run 2 on, `read` declares a write and `extra` appears.
+    let mut relisted = listed.clone();
+    relisted[0].hints = ToolHints::from_json(
+        Some(&json!({"readOnlyHint": false, "openWorldHint": false})),
+        None,
+    )
+    .unwrap();
+    relisted.push(ToolUnderTest {
+        name: "extra".to_owned(),
+        hints: ToolHints::from_json(None, None).unwrap(),
+        input_schema: json!({"type": "object"}),
+    });
+    let mut start = fake(all);
+    start.relisted = Some(relisted);
+    let options = Options {
+        runs: 3,
+        ..Options::default()
+    };
+    let mut run = 0;
+    let mut calls: Vec<(u32, String)> = Vec::new();
+    let report = block_on(verify_with(
+        &listed,
+        &mut start,
+        &options,
+        &mut |event| match event {
+            Progress::Run { run: now, runs } => {
+                assert_eq!(runs, 3);
+                run = now;
+            }
+            Progress::Call { tool, .. } => calls.push((run, tool.to_owned())),
+            _ => {}
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        report.list_changes,
+        vec![
+            ListChange {
+                run: 2,
+                tool: "read".to_owned(),
+                change: ListChangeKind::Hints {
+                    hints: vec![HintChange {
+                        hint: Hint::ReadOnly,
+                        was: true,
+                        now: false
+                    }]
+                },
+            },
+            ListChange {
+                run: 2,
+                tool: "extra".to_owned(),
+                change: ListChangeKind::Added,
+            },
+        ]
+    );
+    assert!(!report.holds());
+    assert!(report.findings.is_empty());
+    // Runs 2 and 3 drew their 40 steps among the other tools (a step of
+    // `set`, idempotent, is two calls).
+    assert!(calls.iter().filter(|(run, _)| *run >= 2).count() >= 40);
+    assert!(
+        !calls.iter().any(|(run, tool)| *run >= 2 && tool == "read"),
+        "{calls:?}"
+    );
+    assert_eq!(calls.len() as u64, report.calls);
 }
