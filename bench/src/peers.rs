@@ -70,7 +70,9 @@ pub fn binaries(dir: Option<&Path>) -> Result<Binaries, String> {
     let find = |name: &str| -> Result<PathBuf, String> {
         let path = from.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
         if path.is_file() {
-            Ok(path)
+            // Absolute: a gateway's config names `notes` from another
+            // directory.
+            std::path::absolute(&path).map_err(|error| format!("{}: {error}", path.display()))
         } else {
             Err(format!(
                 "`{name}` is not in {} ({}): build it first with `{BUILD}`",
