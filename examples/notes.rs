@@ -42,9 +42,11 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use axum::serve::{Listener, ListenerExt};
 use clap::Parser;
 use mcp_hints::idempotency::{Idempotency, IdempotentServer, RedbStore, RedisStore};
 use mcp_hints::wire::HttpGuard;
@@ -55,6 +57,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
 
 /// The server: a notebook shared by every request of the session (over
 /// HTTP, of every session).
@@ -375,22 +378,7 @@ async fn serve_stdio(notes: Notes) -> Result<(), Box<dyn Error>> {
 /// guard, until a signal comes; then ends every session and lets requests
 /// in flight finish.
 async fn serve_http(notes: Notes, address: &str, args: &Args) -> Result<(), Box<dyn Error>> {
-    let cannot_listen = |error: std::io::Error| format!("cannot listen on {address}: {error}");
-    let addresses: Vec<_> = tokio::net::lookup_host(address)
-        .await
-        .map_err(cannot_listen)?
-        .collect();
-    // The transport spec: "When running locally, servers SHOULD bind only to
-    // localhost". A wider address is a choice the operator makes.
-    if !args.public && addresses.iter().any(|address| !address.ip().is_loopback()) {
-        return Err(format!(
-            "--http {address} is not a loopback address; pass --public to listen beyond this machine"
-        )
-        .into());
-    }
-    let listener = tokio::net::TcpListener::bind(&addresses[..])
-        .await
-        .map_err(cannot_listen)?;
+    let listener = listen(address, args.public).await?;
     let bound = listener.local_addr()?;
     let mut guard = HttpGuard::for_address(bound);
     for origin in &args.allow_origin {
@@ -419,6 +407,43 @@ async fn serve_http(notes: Notes, address: &str, args: &Args) -> Result<(), Box<
         })
         .await?;
     Ok(())
+}
+
+/// Binds `address` (`HOST:PORT`), refusing one that is not loopback unless
+/// `public`; every connection it accepts has `TCP_NODELAY` set.
+///
+/// Why `TCP_NODELAY`: rmcp answers a request with an SSE stream, which
+/// hyper writes as chunks, the last one (`0\r\n\r\n`) often in a write of
+/// its own. On a kept-alive connection Nagle's algorithm holds that small
+/// write until the client acknowledges the previous one, and clients delay
+/// their acknowledgements (40 ms on Linux): every request after the first
+/// would wait for it.
+async fn listen(
+    address: &str,
+    public: bool,
+) -> Result<impl Listener<Io = TcpStream, Addr = SocketAddr>, Box<dyn Error>> {
+    let cannot_listen = |error: std::io::Error| format!("cannot listen on {address}: {error}");
+    let addresses: Vec<_> = tokio::net::lookup_host(address)
+        .await
+        .map_err(cannot_listen)?
+        .collect();
+    // The transport spec: "When running locally, servers SHOULD bind only to
+    // localhost". A wider address is a choice the operator makes.
+    if !public && addresses.iter().any(|address| !address.ip().is_loopback()) {
+        return Err(format!(
+            "--http {address} is not a loopback address; pass --public to listen beyond this machine"
+        )
+        .into());
+    }
+    let listener = TcpListener::bind(&addresses[..])
+        .await
+        .map_err(cannot_listen)?;
+    Ok(listener.tap_io(|stream: &mut TcpStream| {
+        // A socket that refuses the option still serves, only slower.
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!("notes: cannot set TCP_NODELAY on a connection: {error}");
+        }
+    }))
 }
 
 /// Resolves at Ctrl-C (SIGINT) or, on Unix, SIGTERM. Should a handler fail
@@ -453,7 +478,9 @@ mod tests {
     use mcp_hints::Hint;
     use mcp_hints::testing::Verifier;
 
-    use super::{Notes, redacted};
+    use axum::serve::Listener;
+
+    use super::{Notes, listen, redacted};
 
     #[tokio::test]
     async fn every_declared_hint_holds() {
@@ -490,6 +517,30 @@ mod tests {
             ],
             "unchecked: {:#?}",
             report.unchecked
+        );
+    }
+
+    /// The option cannot be seen from the client's end of a connection,
+    /// and a delayed-ACK stall shows only as time, which a test must not
+    /// measure: so this takes the connection from the listener `--http`
+    /// serves on, as `axum::serve` does, and reads the option itself.
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let mut listener = listen("127.0.0.1:0", false).await.unwrap();
+        let bound = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(bound).await.unwrap();
+        let (accepted, peer) = listener.accept().await;
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(accepted.nodelay().unwrap(), "TCP_NODELAY is off");
+    }
+
+    #[tokio::test]
+    async fn a_wider_address_needs_public() {
+        let refused = listen("0.0.0.0:0", false).await.err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "--http 0.0.0.0:0 is not a loopback address; pass --public to listen beyond this \
+             machine"
         );
     }
 

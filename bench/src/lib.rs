@@ -10,7 +10,11 @@
 //! `Self::tool_router()`, rebuilt for every `tools/call` and `tools/list`.
 //!
 //! Benchmarks: `benches/tool_call.rs` (round trips) and
-//! `src/bin/build_time.rs` (build time of a generated 200-tool server).
+//! `src/bin/build_time.rs` (build time of a generated 200-tool server);
+//! [`peers`] is what the benchmarks of real processes share
+//! (`gateway_bench`, `http_load_bench`).
+
+pub mod peers;
 
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;

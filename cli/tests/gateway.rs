@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use peers::{NPM_SERVERS, installed};
 use serde_json::{Value, json};
-use support::notes_server;
+use support::{KeptAlive, notes_server};
 
 /// alice's bearer token (a macro, so that [`PREAMBLE`] can hold it).
 macro_rules! alice_token {
@@ -726,6 +726,58 @@ fn http_refuses_missing_tokens_with_401_and_foreign_origins_with_403() {
     assert!(
         !gateway.stderr().contains(TOKEN),
         "the token reached stderr"
+    );
+}
+
+/// A keep-alive client's later requests are answered on sockets with
+/// `TCP_NODELAY`, on the MCP endpoint and the admin endpoint: without it,
+/// the last chunk of each SSE answer waits for the client's delayed ACK
+/// (40 ms on Linux).
+#[cfg(target_os = "linux")]
+#[test]
+fn kept_alive_connections_are_served_with_tcp_nodelay() {
+    let dir = scratch("nodelay");
+    let config = notes_config(&format!("[admin]\ntoken = \"{ADMIN_TOKEN}\"\n")).replace(
+        "http = \"127.0.0.1:0\"\n",
+        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let bearer = format!("Bearer {TOKEN}");
+    let mut connection = KeptAlive::connect(&gateway.address());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in 1..=3 {
+        let (status, body) = loop {
+            let (status, body) =
+                connection.call_tool(id, "notes__list_notes", &[("Authorization", &bearer)]);
+            // The upstream may still be starting: its tool is unknown then.
+            if status == 200 || Instant::now() >= deadline {
+                break (status, body);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status, 200, "{body}\n{}", gateway.stderr());
+        assert!(
+            body.contains(&format!(r#""id":{id},"result":{{"#))
+                && body.contains(r#""isError":false"#),
+            "{body}"
+        );
+    }
+    assert!(
+        support::server_side_nodelay(gateway.child.id(), connection.stream()),
+        "the MCP endpoint serves its connections without TCP_NODELAY"
+    );
+
+    let admin = gateway.admin.clone().unwrap();
+    let mut connection = KeptAlive::connect(admin.trim_start_matches("http://"));
+    let authorization = format!("Bearer {ADMIN_TOKEN}");
+    for _ in 0..2 {
+        let (status, body) =
+            connection.send("GET /pending", &[("Authorization", &authorization)], "");
+        assert_eq!(status, 200, "{body}");
+    }
+    assert!(
+        support::server_side_nodelay(gateway.child.id(), connection.stream()),
+        "the admin endpoint serves its connections without TCP_NODELAY"
     );
 }
 

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
-use support::{decisions, mcp_hints, notes_server};
+use support::{KeptAlive, decisions, mcp_hints, notes_server};
 
 /// (name, decision) in list order, the page count, and the report.
 fn audit(args: &[&str]) -> (i32, Vec<(String, String)>, Value) {
@@ -177,6 +177,33 @@ fn audit_over_streamable_http_follows_every_page() {
     assert!(
         text.ends_with("6 tools: 5 resend, 1 read back first\n"),
         "{text}"
+    );
+}
+
+/// A keep-alive client's later requests are answered on a socket with
+/// `TCP_NODELAY`: without it, the last chunk of each SSE answer waits for
+/// the client's delayed ACK (40 ms on Linux).
+#[cfg(target_os = "linux")]
+#[test]
+fn kept_alive_connections_are_served_with_tcp_nodelay() {
+    let server = HttpServer::start("0");
+    let address = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut connection = KeptAlive::connect(address);
+    for id in 1..=3 {
+        let (status, body) = connection.call_tool(id, "list_notes", &[]);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains(&format!(r#""id":{id},"result":{{"#))
+                && body.contains(r#""isError":false"#),
+            "{body}"
+        );
+    }
+    assert!(
+        support::server_side_nodelay(server.child.id(), connection.stream()),
+        "notes --http serves its connections without TCP_NODELAY"
     );
 }
 

@@ -45,17 +45,15 @@
 //! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin gateway_bench -- [--rounds N (20)] [--batch N (100)] [--warmup N (200)] [--log-dir DIR]
 //! ```
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc::{self, Receiver, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use mcp_hints_bench::median;
+use mcp_hints_bench::peers::{
+    Process, START_TIMEOUT, TempDir, binaries, gateway_config, install_mcp_proxy, percentile,
+    start_gateway, start_mcp_proxy, start_notes_http, stop_signal, toml_string, toml_string_list,
+};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -64,21 +62,11 @@ use rmcp::{RoleClient, ServiceExt};
 
 type Client = RunningService<RoleClient, ()>;
 
-/// The PyPI peer, pinned.
-const MCP_PROXY: (&str, &str) = ("mcp-proxy", "0.13.0");
-/// The build that makes the binaries this program runs.
-const BUILD: &str = "cargo build --release -p mcp-hints-cli -p mcp-hints-examples";
-/// How long a process may take to say (or show) that it serves.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a first call may keep failing before a set-up counts as broken
 /// (the gateway may still be connecting its upstream).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one call may take before the run stops with an error.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a stopped process has between SIGTERM and SIGKILL.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How many of a process's last stderr lines an error shows.
-const STDERR_TAIL: usize = 40;
 /// The gateway's ratio goal at p50 (shown, never asserted).
 const GOAL_P50: f64 = 1.3;
 
@@ -161,60 +149,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Resolves at Ctrl-C (SIGINT) or SIGTERM; a handler that cannot be
-/// installed is not awaited.
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                terminate.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = interrupt => "SIGINT",
-        () = terminate => "SIGTERM",
-    }
-}
-
-/// The binaries beside this executable, and the target directory.
-struct Binaries {
-    gateway: PathBuf,
-    notes: PathBuf,
-    target: PathBuf,
-}
-
-fn binaries() -> Result<Binaries, String> {
-    let exe = std::env::current_exe().map_err(|error| format!("current_exe: {error}"))?;
-    let dir = exe
-        .parent()
-        .ok_or("the bench's own executable has no directory")?;
-    let beside = |name: &str| -> Result<PathBuf, String> {
-        let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!(
-                "`{name}` is not beside this executable ({}): build it first with `{BUILD}`",
-                path.display()
-            ))
-        }
-    };
-    Ok(Binaries {
-        gateway: beside("mcp-hints")?,
-        notes: beside("notes")?,
-        // target/release/gateway_bench: the target directory is two up.
-        target: dir.parent().unwrap_or(dir).to_path_buf(),
-    })
-}
-
 async fn run(options: &Options) -> Result<(), String> {
     let Options {
         rounds,
@@ -222,7 +156,7 @@ async fn run(options: &Options) -> Result<(), String> {
         warmup,
         ref log_dir,
     } = *options;
-    let binaries = binaries()?;
+    let binaries = binaries(None)?;
     let proxy = install_mcp_proxy(&binaries.target.join("bench-peers").join("venv"))?;
     // reqwest is built with rustls and no default crypto provider when the
     // workspace's `mcp-hints` is in the same build (see cli/Cargo.toml); an
@@ -294,7 +228,7 @@ async fn run(options: &Options) -> Result<(), String> {
     ));
 
     // 4. mcp-proxy, stdio upstream.
-    let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes).await?;
+    let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes, &[]).await?;
     let client = http_client(&url, None, "mcp-proxy, stdio upstream").await?;
     setups.push(Setup::new(
         "mcp-proxy 0.13.0, stdio upstream",
@@ -520,385 +454,4 @@ async fn http_client(url: &str, token: Option<&str>, what: &str) -> Result<Clien
             "{what}: {url} did not finish `initialize` within {START_TIMEOUT:?}"
         )),
     }
-}
-
-/// Writes the gateway's config into `scratch` and starts `mcp-hints gateway
-/// serve` on it; its URL once it says where it serves.
-async fn start_gateway(
-    binaries: &Binaries,
-    scratch: &TempDir,
-    logs: &Path,
-    label: &str,
-    token: &str,
-    upstream: &str,
-) -> Result<(Process, String), String> {
-    let path = gateway_config(scratch, logs, label, token, upstream)?;
-    let mut command = Command::new(&binaries.gateway);
-    command
-        .args(["gateway", "serve", "--config"])
-        .arg(&path)
-        .env("NO_COLOR", "1");
-    let name = format!("gateway ({label} upstream)");
-    let mut process = Process::spawn(name, command, false)?;
-    let url = process
-        .announced("gateway: serving MCP over streamable HTTP at ")
-        .await?;
-    Ok((process, url))
-}
-
-/// Writes a gateway config into `scratch`, its audit log in `logs`; its
-/// path.
-fn gateway_config(
-    scratch: &TempDir,
-    logs: &Path,
-    label: &str,
-    token: &str,
-    upstream: &str,
-) -> Result<PathBuf, String> {
-    let log = logs.join(format!("audit-{label}.jsonl"));
-    let config = format!(
-        r#"[listen]
-http = "127.0.0.1:0"
-
-[[client]]
-principal = "bench"
-token = {token}
-
-[log]
-path = {log}
-
-[[upstream]]
-name = "notes"
-{upstream}
-trusted = true
-"#,
-        token = toml_string(token),
-        log = toml_string(&log.to_string_lossy()),
-    );
-    let path = scratch.0.join(format!("gateway-{label}.toml"));
-    std::fs::write(&path, config).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(path)
-}
-
-/// Starts `notes --http 127.0.0.1:0`; its URL once it says where it serves.
-async fn start_notes_http(notes: &Path) -> Result<(Process, String), String> {
-    let mut command = Command::new(notes);
-    command.args(["--http", "127.0.0.1:0"]);
-    let mut process = Process::spawn("notes --http".to_owned(), command, false)?;
-    let url = process
-        .announced("notes: serving MCP over streamable HTTP at ")
-        .await?;
-    Ok((process, url))
-}
-
-/// Starts `mcp-proxy` in front of the stdio `notes` on a free loopback
-/// port, in a process group of its own; its URL once the port accepts.
-async fn start_mcp_proxy(proxy: &Path, notes: &Path) -> Result<(Process, String), String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map_err(|error| format!("no free loopback port for mcp-proxy: {error}"))?
-        .port();
-    let mut command = Command::new(proxy);
-    command
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--log-level", "WARNING", "--"])
-        .arg(notes);
-    let mut process = Process::spawn("mcp-proxy".to_owned(), command, true)?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        process.check_running()?;
-        if Instant::now() >= deadline {
-            return Err(process.failure(&format!(
-                "did not listen on 127.0.0.1:{port} within {START_TIMEOUT:?}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok((process, format!("http://127.0.0.1:{port}/mcp")))
-}
-
-/// `mcp-proxy` at its pinned version in the venv `venv`, made and installed
-/// there with `python3 -m venv` and pip unless it is there already; the path
-/// of its script.
-fn install_mcp_proxy(venv: &Path) -> Result<PathBuf, String> {
-    let (package, version) = MCP_PROXY;
-    let scripts = venv.join("bin");
-    let python = scripts.join("python");
-    let script = scripts.join(package);
-    let installed = || -> Option<String> {
-        let output = Command::new(&python)
-            .args([
-                "-c",
-                "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
-                package,
-            ])
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    };
-    if script.is_file() && installed().as_deref() == Some(version) {
-        eprintln!(
-            "gateway_bench: {package} {version} already in {}",
-            venv.display()
-        );
-        return Ok(script);
-    }
-    if venv.exists() {
-        std::fs::remove_dir_all(venv)
-            .map_err(|error| format!("removing {}: {error}", venv.display()))?;
-    }
-    eprintln!(
-        "gateway_bench: installing {package} {version} into {}",
-        venv.display()
-    );
-    let mut make = Command::new("python3");
-    make.args(["-m", "venv"]).arg(venv);
-    finish(
-        "making the Python virtual environment (is python3 with its venv module installed?)",
-        &mut make,
-    )?;
-    let mut pip = Command::new(&python);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-    ])
-    .arg(format!("{package}=={version}"));
-    finish(
-        &format!("installing {package} {version} with pip (it needs PyPI)"),
-        &mut pip,
-    )?;
-    match installed() {
-        Some(found) if found == version && script.is_file() => Ok(script),
-        found => Err(format!(
-            "after pip, {package} is {found:?} in {}, not {version} with its `{package}` script",
-            venv.display()
-        )),
-    }
-}
-
-/// Runs `command` to completion; `what` with its command line and output
-/// when it cannot start or fails.
-fn finish(what: &str, command: &mut Command) -> Result<(), String> {
-    let line = format!("{command:?}");
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| format!("{what}: cannot run {line}: {error}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{what}: {line} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout).trim_end(),
-        String::from_utf8_lossy(&output.stderr).trim_end(),
-    ))
-}
-
-/// A process this program started: its stderr is read by a thread (the
-/// last lines kept for errors, the lines announcing a URL passed on), and
-/// it is stopped on drop.
-struct Process {
-    name: String,
-    child: Child,
-    /// Signalled as a whole process group (it leads one).
-    group: bool,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-    lines: Receiver<String>,
-}
-
-impl Process {
-    fn spawn(name: String, mut command: Command, group: bool) -> Result<Process, String> {
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if group {
-            command.process_group(0);
-        }
-        let mut child = command
-            .spawn()
-            .map_err(|error| format!("cannot start {name} ({command:?}): {error}"))?;
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let (sender, lines) = mpsc::channel();
-        if let Some(pipe) = child.stderr.take() {
-            let stderr = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { return };
-                    let _ = sender.send(line.clone());
-                    if let Ok(mut tail) = stderr.lock() {
-                        if tail.len() == STDERR_TAIL {
-                            tail.pop_front();
-                        }
-                        tail.push_back(line);
-                    }
-                }
-            });
-        }
-        Ok(Process {
-            name,
-            child,
-            group,
-            stderr,
-            lines,
-        })
-    }
-
-    /// What follows `prefix` on the first stderr line that starts with it.
-    async fn announced(&mut self, prefix: &str) -> Result<String, String> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            match self.lines.try_recv() {
-                Ok(line) => {
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        return Ok(rest.trim().to_owned());
-                    }
-                }
-                Err(TryRecvError::Empty) => {
-                    self.check_running()?;
-                    if Instant::now() >= deadline {
-                        return Err(self.failure(&format!(
-                            "did not say where it serves within {START_TIMEOUT:?}"
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(TryRecvError::Disconnected) => {
-                    // Give the child a moment to be reaped, for its status.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    self.check_running()?;
-                    return Err(self.failure("closed its stderr before saying where it serves"));
-                }
-            }
-        }
-    }
-
-    /// An error when the process has exited.
-    fn check_running(&mut self) -> Result<(), String> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(self.failure(&format!("exited early ({status})"))),
-            Err(error) => Err(self.failure(&format!("cannot be waited for: {error}"))),
-        }
-    }
-
-    /// `message` about this process, with the last lines of its stderr.
-    fn failure(&self, message: &str) -> String {
-        // Let the reader thread catch up with what the process wrote last.
-        std::thread::sleep(Duration::from_millis(100));
-        let tail = self
-            .stderr
-            .lock()
-            .map(|tail| tail.iter().cloned().collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default();
-        format!("{} {message}; its last stderr lines:\n{tail}", self.name)
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
-            return;
-        };
-        let target = if self.group { -pid } else { pid };
-        // SAFETY: kill(2) on a child of ours (or the group it leads), by id;
-        // the child is not reaped yet, so the id is still its own.
-        unsafe {
-            libc::kill(target, signal);
-        }
-    }
-
-    /// Whether the process exited within `timeout`.
-    fn exited_within(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Process {
-    /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; a group is signalled
-    /// whole, and what is left of it once its leader is gone is killed.
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.signal(libc::SIGTERM);
-            if !self.exited_within(STOP_TIMEOUT) {
-                eprintln!(
-                    "gateway_bench: {} did not stop within {STOP_TIMEOUT:?} of SIGTERM: killed",
-                    self.name
-                );
-                self.signal(libc::SIGKILL);
-                let _ = self.child.wait();
-            }
-        }
-        if self.group
-            && let Ok(pid) = libc::pid_t::try_from(self.child.id())
-        {
-            // SAFETY: kill(2) on the process group our child led; a group id
-            // is not reused while any member of the group is alive.
-            let alive = unsafe { libc::kill(-pid, 0) } == 0;
-            if alive {
-                std::thread::sleep(Duration::from_millis(500));
-                // SAFETY: as above.
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL);
-                }
-            }
-        }
-    }
-}
-
-/// A scratch directory for the gateways' configs and audit logs, removed
-/// on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    /// `gateway-bench-PID` in `parent`.
-    fn new(parent: &Path) -> Result<TempDir, String> {
-        let dir = parent.join(format!("gateway-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `value` as a TOML basic string (a JSON string is one).
-fn toml_string(value: &str) -> String {
-    serde_json::Value::from(value).to_string()
-}
-
-/// `values` as a TOML array of basic strings.
-fn toml_string_list(values: &[String]) -> String {
-    let items: Vec<String> = values.iter().map(|value| toml_string(value)).collect();
-    format!("[{}]", items.join(", "))
-}
-
-/// The nearest-rank `quantile` (0 to 1) of `values`.
-///
-/// # Panics
-///
-/// When `values` is empty.
-fn percentile(values: &[f64], quantile: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = (quantile * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }

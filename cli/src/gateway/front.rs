@@ -55,6 +55,7 @@ use std::time::{Instant, SystemTime};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::{Listener, ListenerExt};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use mcp_hints::client::{CallError, Outcome, ToolCall};
 use mcp_hints::fingerprint::PinnedTool;
@@ -72,6 +73,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
 
 use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolution};
@@ -1292,21 +1294,33 @@ pub async fn serve_http(
 
 /// Binds `address`, refusing one that is not loopback unless `public`
 /// (the transport spec: "When running locally, servers SHOULD bind only to
-/// localhost").
+/// localhost"); every connection it accepts has `TCP_NODELAY` set.
+///
+/// Why `TCP_NODELAY`: an answer streamed as SSE ends with a chunk of its
+/// own (`0\r\n\r\n`), often in a write of its own. On a kept-alive
+/// connection Nagle's algorithm holds that small write until the client
+/// acknowledges the previous one, and clients delay acknowledgements (40 ms
+/// on Linux): each request after a connection's first would wait for it.
 async fn bind(
     address: SocketAddr,
     public: bool,
     key: &str,
-) -> Result<tokio::net::TcpListener, String> {
+) -> Result<impl Listener<Io = TcpStream, Addr = SocketAddr>, String> {
     if !public && !address.ip().is_loopback() {
         return Err(format!(
             "{key} = \"{address}\" is not a loopback address; set `listen.public = true` to \
              listen beyond this machine (and keep its tokens secret)"
         ));
     }
-    tokio::net::TcpListener::bind(address)
+    let listener = TcpListener::bind(address)
         .await
-        .map_err(|error| format!("{key}: cannot listen on {address}: {error}"))
+        .map_err(|error| format!("{key}: cannot listen on {address}: {error}"))?;
+    Ok(listener.tap_io(|stream: &mut TcpStream| {
+        // A socket that refuses the option still serves, only slower.
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!("gateway: cannot set TCP_NODELAY on a connection: {error}");
+        }
+    }))
 }
 
 /// The bearer-token check in front of rmcp: a request whose
@@ -1747,6 +1761,22 @@ fn admin_decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The option cannot be seen from the client's end of a connection,
+    /// and a delayed-ACK stall shows only as time, which a test must not
+    /// measure: so this takes the connection from the listener both
+    /// endpoints serve on, as `axum::serve` does, and reads the option.
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let mut listener = bind(([127, 0, 0, 1], 0).into(), false, "listen.http")
+            .await
+            .unwrap();
+        let bound = listener.local_addr().unwrap();
+        let client = TcpStream::connect(bound).await.unwrap();
+        let (accepted, peer) = listener.accept().await;
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(accepted.nodelay().unwrap(), "TCP_NODELAY is off");
+    }
 
     #[test]
     fn bearer_tokens_are_read_without_case_in_the_scheme() {

@@ -79,6 +79,10 @@ impl HttpTransport {
         let client = Client::builder()
             .user_agent(concat!("mcp-hints/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(options.timeout)
+            // reqwest's default, said here because the session's requests
+            // share a kept-alive connection: with Nagle's algorithm on, a
+            // small write waits for the server's delayed ACK (40 ms).
+            .tcp_nodelay(true)
             // A redirect is reported, not followed: following it would send
             // the --header credentials to whatever host it names.
             .redirect(reqwest::redirect::Policy::none())

@@ -81,3 +81,192 @@ pub fn faults_binary(name: &'static str) -> PathBuf {
     paths.push((name, path.clone()));
     path
 }
+
+/// One kept-alive HTTP/1.1 connection, the way a load generator or a
+/// browser keeps one: every request on it, each answer read whole.
+pub struct KeptAlive {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    address: String,
+}
+
+impl KeptAlive {
+    /// Connects to `address` (`HOST:PORT`); reads wait 30 s at most.
+    pub fn connect(address: &str) -> KeptAlive {
+        let stream = std::net::TcpStream::connect(address)
+            .unwrap_or_else(|error| panic!("connect to {address}: {error}"));
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        KeptAlive {
+            reader: std::io::BufReader::new(stream),
+            address: address.to_owned(),
+        }
+    }
+
+    /// This end of the connection.
+    pub fn stream(&self) -> &std::net::TcpStream {
+        self.reader.get_ref()
+    }
+
+    /// Sends `request_line` (`POST /mcp`) with `headers` and `body` on the
+    /// connection, and reads the whole answer (a `Content-Length` body or
+    /// every chunk up to the last): its status and body.
+    pub fn send(
+        &mut self,
+        request_line: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
+        use std::io::{BufRead, Read, Write};
+        let mut request = format!(
+            "{request_line} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.address,
+            body.len()
+        );
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        self.reader
+            .get_mut()
+            .write_all(request.as_bytes())
+            .expect("the request is sent");
+        let mut line = || {
+            let mut line = String::new();
+            self.reader
+                .read_line(&mut line)
+                .expect("the answer is read");
+            assert!(line.ends_with("\r\n"), "the connection closed: {line:?}");
+            line.truncate(line.len() - 2);
+            line
+        };
+        let status_line = line();
+        let status: u16 = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("not a status line: {status_line:?}"));
+        let (mut length, mut chunked) = (None, false);
+        loop {
+            let header = line();
+            if header.is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').expect("a header");
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = Some(value.parse::<usize>().expect("a length"));
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.eq_ignore_ascii_case("chunked");
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                let size = {
+                    let mut line = String::new();
+                    self.reader.read_line(&mut line).expect("a chunk size");
+                    usize::from_str_radix(line.trim_end(), 16)
+                        .unwrap_or_else(|_| panic!("not a chunk size: {line:?}"))
+                };
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk).expect("a chunk");
+                chunk.truncate(size);
+                body.extend(chunk);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            body.resize(length.unwrap_or(0), 0);
+            self.reader.read_exact(&mut body).expect("the body");
+        }
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// POSTs a stateless (2026-07-28) `tools/call` of `tool` with no
+    /// arguments to `/mcp`, with `headers` besides the protocol's own.
+    pub fn call_tool(&mut self, id: u64, tool: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {
+                "name": tool, "arguments": {},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        });
+        let mut all = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ];
+        all.extend_from_slice(headers);
+        self.send("POST /mcp", &all, &body.to_string())
+    }
+}
+
+/// Whether the socket that process `pid` holds for `client`'s connection
+/// (the one whose peer is `client`'s local address) has `TCP_NODELAY`.
+///
+/// The option cannot be read from the client's end, and the stall it
+/// prevents shows only as time, which a test must not measure; so this
+/// takes a duplicate of the server's own socket (pidfd_getfd(2), Linux 5.6,
+/// allowed on a child of ours) and reads the option on it.
+///
+/// # Panics
+///
+/// When the process has no socket for that connection, or a system call
+/// fails.
+#[cfg(target_os = "linux")]
+pub fn server_side_nodelay(pid: u32, client: &std::net::TcpStream) -> bool {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let ours = client.local_addr().unwrap();
+    let pid = libc::pid_t::try_from(pid).unwrap();
+    // SAFETY: pidfd_open(2) takes a process id and flags, and returns a new
+    // descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a descriptor just returned to us, owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(i32::try_from(pidfd).unwrap()) };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the server's descriptors");
+    for entry in fds {
+        let entry = entry.unwrap();
+        let is_socket = std::fs::read_link(entry.path())
+            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|fd| fd.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !is_socket {
+            continue;
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number in that
+        // process and flags, and returns a new descriptor or -1.
+        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        if copy < 0 {
+            // Closed since the directory was read.
+            continue;
+        }
+        // SAFETY: a descriptor just returned to us, owned by nobody else.
+        let copy = unsafe { OwnedFd::from_raw_fd(i32::try_from(copy).unwrap()) };
+        // Any socket: peer_addr fails on a listener, a pipe-like one or UDP.
+        let socket = std::net::TcpStream::from(copy);
+        if socket.peer_addr().is_ok_and(|peer| peer == ours) {
+            return socket.nodelay().expect("getsockopt(TCP_NODELAY)");
+        }
+    }
+    panic!("process {pid} holds no socket connected to {ours}");
+}

@@ -306,16 +306,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
 /// Serves MCP over streamable HTTP at `/mcp` on `address` until SIGINT or
 /// SIGTERM.
 async fn serve_http(counter: Counter, address: std::net::SocketAddr) -> Result<(), Box<dyn Error>> {
-    if !address.ip().is_loopback() {
-        return Err(Failed(format!(
-            "`{address}` is not a loopback address: counter-server is a test server"
-        ))
-        .into());
-    }
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(|error| Failed(format!("cannot listen on {address}: {error}")))?;
-    let bound = listener.local_addr()?;
+    let listener = listen(address).await?;
+    let bound = axum::serve::Listener::local_addr(&listener)?;
     let config = StreamableHttpServerConfig::default();
     let sessions_end = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
@@ -332,6 +324,33 @@ async fn serve_http(counter: Counter, address: std::net::SocketAddr) -> Result<(
         })
         .await?;
     Ok(())
+}
+
+/// Binds `address`, a loopback one; every connection it accepts has
+/// `TCP_NODELAY` set: without it, Nagle's algorithm holds the last chunk of
+/// an SSE answer on a kept-alive connection until the client's delayed ACK
+/// (40 ms on Linux).
+async fn listen(
+    address: std::net::SocketAddr,
+) -> Result<
+    impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr>,
+    Box<dyn Error>,
+> {
+    if !address.ip().is_loopback() {
+        return Err(Failed(format!(
+            "`{address}` is not a loopback address: counter-server is a test server"
+        ))
+        .into());
+    }
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| Failed(format!("cannot listen on {address}: {error}")))?;
+    Ok(axum::serve::ListenerExt::tap_io(
+        listener,
+        |stream: &mut tokio::net::TcpStream| {
+            let _ = stream.set_nodelay(true);
+        },
+    ))
 }
 
 /// Resolves at SIGINT or SIGTERM (never, should neither handler install).
@@ -360,3 +379,23 @@ impl fmt::Display for Failed {
 }
 
 impl Error for Failed {}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    use super::listen;
+
+    /// The option cannot be seen from the client's end, and the stall it
+    /// prevents shows only as time, which a test must not measure: so this
+    /// takes a connection from the listener `--http` serves on and reads it.
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let mut listener = listen(([127, 0, 0, 1], 0).into()).await.unwrap();
+        let bound = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(bound).await.unwrap();
+        let (accepted, peer) = listener.accept().await;
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(accepted.nodelay().unwrap(), "TCP_NODELAY is off");
+    }
+}

@@ -63,6 +63,25 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// a session ended is answered 404; input the server cannot accept gets an
 /// HTTP error status such as 400. JSON-RPC 2.0 §5.1 for the codes.
 ///
+/// **Set `TCP_NODELAY` on the connections you accept.** The guard sees
+/// requests, not sockets, so this is the server's part: rmcp answers a
+/// request with an SSE stream, whose last chunk (`0\r\n\r\n`) hyper often
+/// writes on its own; on a kept-alive connection Nagle's algorithm holds
+/// that write until the client acknowledges the one before, and clients
+/// delay acknowledgements (40 ms on Linux), so every request after a
+/// connection's first waits about 40 ms. With axum 0.8, wrap the listener
+/// (`axum::serve::ListenerExt`):
+///
+/// ```text
+/// let listener = tokio::net::TcpListener::bind(bound).await?.tap_io(|tcp| {
+///     let _ = tcp.set_nodelay(true);
+/// });
+/// axum::serve(listener, app).await?;
+/// ```
+///
+/// With hyper directly, call `set_nodelay(true)` on each accepted
+/// `TcpStream` before serving it.
+///
 /// ```
 /// # fn app() -> Result<(), mcp_hints::wire::InvalidOrigin> {
 /// use std::sync::Arc;
@@ -74,7 +93,8 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// let guard = HttpGuard::for_address(bound)
 ///     .allow_origin("https://app.example.com")?
 ///     .sessions(sessions.clone());
-/// // axum::Router::new().nest_service("/mcp", guard.service(rmcp_service))
+/// // let app = axum::Router::new().nest_service("/mcp", guard.service(rmcp_service));
+/// // axum::serve(listener_with_tcp_nodelay, app)
 /// # let _ = guard;
 /// # Ok(())
 /// # }

@@ -1,0 +1,643 @@
+//! Requests per second and latency under load over HTTP, measured by a
+//! standard load generator (`wrk`, Debian's package) that keeps its
+//! connections alive as real clients do, side by side in one run:
+//!
+//! 1. direct: `notes --http 127.0.0.1:0`;
+//! 2. the gateway (`mcp-hints gateway serve`) over HTTP with a stdio `notes`
+//!    upstream, its durable audit log on disk (`--disk-dir`, by default
+//!    the system's temporary directory);
+//! 3. the same, its audit log on a tmpfs (`--tmpfs-dir`, by default
+//!    `/dev/shm`), where a sync costs nothing: the gateway's cost apart from
+//!    the disk's;
+//! 4. PyPI's `mcp-proxy` 0.13.0 in front of the same stdio `notes`
+//!    (`--stateless`, so that a request needs no session; installed by this
+//!    program into `target/bench-peers/venv`, as `gateway_bench` does). Its
+//!    Python SDK (1.30) speaks revisions up to 2025-11-25 and answers 400 to
+//!    `MCP-Protocol-Version: 2026-07-28`, so its requests say 2025-11-25 in
+//!    that header; their bodies are the same.
+//!
+//! Every request is the same stateless MCP 2026-07-28 POST to `/mcp`: a
+//! `tools/call` of `list_notes` (`notes__list_notes` through the gateway)
+//! with the `_meta` keys `io.modelcontextprotocol/protocolVersion` and
+//! `io.modelcontextprotocol/clientCapabilities` and the headers
+//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`. Each answer is
+//! checked by wrk's Lua `response` hook: status 200, a JSON-RPC `result`
+//! holding the `notes` list, no `error` and no `"isError":true`; one
+//! answer that is not stops the run with that answer shown. Before the load,
+//! one answer of each set-up is read and parsed whole.
+//!
+//! At each concurrency (`--concurrency 1,8,64`: that many connections, one
+//! request in flight on each, one wrk thread so that the servers keep the
+//! cores), `--rounds` interleaved rounds run wrk for `--seconds` against
+//! each set-up, the order rotating each round, after one warm-up run of
+//! each. The program prints, per set-up and concurrency, the median of the
+//! rounds' requests per second with their minimum and maximum, and the
+//! median of the rounds' p50 and p99 latencies; then the ratios and the
+//! goals beside them (shown, never asserted): the gateway at least 0.5x
+//! direct's requests per second at concurrency 64, at least 10x
+//! `mcp-proxy`'s at every concurrency, and its p50 overhead over direct at
+//! concurrency 1 at most one `fdatasync` (measured here on `--disk-dir`:
+//! the median of 200 appends of one audit line, each synced) plus 100 µs.
+//!
+//! Everything is on loopback; the run takes about `rounds × concurrencies ×
+//! 4 × seconds` plus start-up, and stops by itself. Every process it starts
+//! is stopped when it ends, however it ends (an error, Ctrl-C, SIGTERM).
+//!
+//! Run (`mcp-hints` and `notes` are found beside this executable, or in
+//! `--bin-dir`; `wrk` on the `PATH`, `apt-get install wrk`):
+//!
+//! ```sh
+//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin http_load_bench -- [--rounds N (5)] [--seconds N (2)] [--concurrency LIST (1,8,64)] [--disk-dir DIR] [--tmpfs-dir DIR (/dev/shm)] [--bin-dir DIR]
+//! ```
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_hints_bench::median;
+use mcp_hints_bench::peers::{
+    Process, TempDir, binaries, install_mcp_proxy, start_gateway, start_mcp_proxy,
+    start_notes_http, stop_signal, toml_string_list,
+};
+use serde_json::{Value, json};
+
+/// How long a set-up may keep failing its first request (the gateway may
+/// still be connecting its upstream).
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one request may take, for the first check and in wrk.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Appends of one audit line, each synced, to measure one `fdatasync`.
+const SYNC_SAMPLES: usize = 200;
+/// Goals (shown, never asserted).
+const GOAL_VS_DIRECT_AT_64: f64 = 0.5;
+const GOAL_VS_PROXY: f64 = 10.0;
+const GOAL_P50_SLACK_MICROS: f64 = 100.0;
+
+struct Options {
+    rounds: usize,
+    seconds: u64,
+    concurrency: Vec<usize>,
+    disk_dir: Option<PathBuf>,
+    tmpfs_dir: PathBuf,
+    bin_dir: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: http_load_bench [--rounds N (5)] [--seconds N (2)] [--concurrency \
+                     LIST (1,8,64)] [--disk-dir DIR] [--tmpfs-dir DIR (/dev/shm)] [--bin-dir DIR]";
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        rounds: 5,
+        seconds: 2,
+        concurrency: vec![1, 8, 64],
+        disk_dir: None,
+        tmpfs_dir: PathBuf::from("/dev/shm"),
+        bin_dir: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if matches!(arg.as_str(), "-h" | "--help") {
+            return Err(USAGE.to_owned());
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("`{arg}` needs a value\n{USAGE}"))?;
+        let number = |minimum: u64| {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|&number| number >= minimum)
+                .ok_or_else(|| format!("`{arg}` needs a number of at least {minimum}\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--rounds" => options.rounds = usize::try_from(number(1)?).unwrap_or(usize::MAX),
+            "--seconds" => options.seconds = number(1)?,
+            "--concurrency" => {
+                options.concurrency = value
+                    .split(',')
+                    .map(|item| item.trim().parse::<usize>().ok().filter(|&c| c >= 1))
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|list| !list.is_empty())
+                    .ok_or_else(|| {
+                        format!("`--concurrency` takes numbers of at least 1, `1,8,64`\n{USAGE}")
+                    })?;
+            }
+            "--disk-dir" => options.disk_dir = Some(PathBuf::from(value)),
+            "--tmpfs-dir" => options.tmpfs_dir = PathBuf::from(value),
+            "--bin-dir" => options.bin_dir = Some(PathBuf::from(value)),
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("http_load_bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("http_load_bench: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // On a signal the benchmark's future is dropped, and with it every
+    // process guard (wrk's included): what was started is stopped.
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run(&options) => outcome,
+            signal = stop_signal() => Err(format!("stopped by {signal}")),
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("http_load_bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One server under load: where it is, how a request names the tool, and
+/// the processes behind it (stopped when it drops, in order).
+struct Setup {
+    name: &'static str,
+    /// `HOST:PORT`.
+    address: String,
+    tool: &'static str,
+    authorization: Option<String>,
+    /// `MCP-Protocol-Version`.
+    protocol: &'static str,
+    /// Rounds at each concurrency, in `Options::concurrency`'s order.
+    runs: Vec<Vec<Run>>,
+    _processes: Vec<Process>,
+}
+
+/// What one wrk run measured.
+#[derive(Clone, Copy)]
+struct Run {
+    per_second: f64,
+    p50_micros: f64,
+    p99_micros: f64,
+}
+
+async fn run(options: &Options) -> Result<(), String> {
+    let wrk = which("wrk").ok_or(
+        "`wrk` is not on the PATH: install it (Debian: `apt-get install wrk`) and run again",
+    )?;
+    let binaries = binaries(options.bin_dir.as_deref())?;
+    let proxy = install_mcp_proxy(&binaries.target.join("bench-peers").join("venv"))?;
+    let disk_parent = options.disk_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let disk = TempDir::new(&disk_parent)?;
+    let tmpfs = TempDir::new(&options.tmpfs_dir)?;
+    let sync_micros = fdatasync_micros(&disk.0)?;
+    let token = format!(
+        "bench-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos())
+    );
+    let bearer = format!("Bearer {token}");
+    let upstream = format!(
+        "command = {}",
+        toml_string_list(&[binaries.notes.to_string_lossy().into_owned()])
+    );
+
+    eprintln!("http_load_bench: starting the four set-ups");
+    let mut setups = Vec::new();
+    let (server, url) = start_notes_http(&binaries.notes).await?;
+    setups.push(Setup::new(
+        "direct, notes --http",
+        &url,
+        "list_notes",
+        None,
+        vec![server],
+    )?);
+    let (gateway, url) =
+        start_gateway(&binaries, &disk, &disk.0, "disk", &token, &upstream).await?;
+    setups.push(Setup::new(
+        "gateway, stdio upstream, log on disk",
+        &url,
+        "notes__list_notes",
+        Some(bearer.clone()),
+        vec![gateway],
+    )?);
+    let (gateway, url) =
+        start_gateway(&binaries, &disk, &tmpfs.0, "tmpfs", &token, &upstream).await?;
+    setups.push(Setup::new(
+        "gateway, stdio upstream, log on tmpfs",
+        &url,
+        "notes__list_notes",
+        Some(bearer),
+        vec![gateway],
+    )?);
+    let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes, &["--stateless"]).await?;
+    let mut proxy = Setup::new(
+        "mcp-proxy 0.13.0, stdio upstream",
+        &url,
+        "list_notes",
+        None,
+        vec![proxy],
+    )?;
+    proxy.protocol = "2025-11-25";
+    setups.push(proxy);
+    for setup in &mut setups {
+        setup.ready().await?;
+        setup.runs = vec![Vec::new(); options.concurrency.len()];
+    }
+
+    let scripts: Vec<PathBuf> = setups
+        .iter()
+        .enumerate()
+        .map(|(index, setup)| {
+            let path = disk.0.join(format!("check-{index}.lua"));
+            std::fs::write(&path, setup.script())
+                .map(|()| path.clone())
+                .map_err(|error| format!("{}: {error}", path.display()))
+        })
+        .collect::<Result<_, _>>()?;
+    let total = options.rounds * options.concurrency.len() * setups.len();
+    eprintln!(
+        "http_load_bench: warming up, then {} rounds of {}s per set-up and concurrency \
+         (about {} s)",
+        options.rounds,
+        options.seconds,
+        (total as u64 + setups.len() as u64) * options.seconds
+    );
+    for (setup, script) in setups.iter().zip(&scripts) {
+        let concurrency = *options.concurrency.iter().max().unwrap_or(&1);
+        setup
+            .load(&wrk, script, concurrency, options.seconds)
+            .await?;
+    }
+    for round in 0..options.rounds {
+        for (slot, &concurrency) in options.concurrency.iter().enumerate() {
+            for offset in 0..setups.len() {
+                let index = (round + offset) % setups.len();
+                let measured = setups[index]
+                    .load(&wrk, &scripts[index], concurrency, options.seconds)
+                    .await?;
+                setups[index].runs[slot].push(measured);
+            }
+        }
+        eprintln!(
+            "http_load_bench: round {} of {} done",
+            round + 1,
+            options.rounds
+        );
+    }
+    print!("{}", report(options, &setups, sync_micros));
+    // The processes are stopped as `setups` drops, then the scratch
+    // directories are removed.
+    drop(setups);
+    Ok(())
+}
+
+impl Setup {
+    fn new(
+        name: &'static str,
+        url: &str,
+        tool: &'static str,
+        authorization: Option<String>,
+        processes: Vec<Process>,
+    ) -> Result<Setup, String> {
+        let address = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.strip_suffix("/mcp"))
+            .ok_or_else(|| format!("{name}: not an http://HOST:PORT/mcp URL: {url}"))?
+            .to_owned();
+        Ok(Setup {
+            name,
+            address,
+            tool,
+            authorization,
+            protocol: "2026-07-28",
+            runs: Vec::new(),
+            _processes: processes,
+        })
+    }
+
+    /// The request every load run sends: (headers, body).
+    fn request(&self) -> (Vec<(&'static str, String)>, String) {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {
+                "name": self.tool, "arguments": {},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        });
+        let mut headers = vec![
+            ("Content-Type", "application/json".to_owned()),
+            ("Accept", "application/json, text/event-stream".to_owned()),
+            ("MCP-Protocol-Version", self.protocol.to_owned()),
+            ("Mcp-Method", "tools/call".to_owned()),
+            ("Mcp-Name", self.tool.to_owned()),
+        ];
+        if let Some(authorization) = &self.authorization {
+            headers.push(("Authorization", authorization.clone()));
+        }
+        (headers, body.to_string())
+    }
+
+    /// One request on a connection of its own (HTTP/1.0, so that the
+    /// answer ends with the connection): an error unless it is a JSON-RPC
+    /// result whose `structuredContent.notes` is a list.
+    fn check(&self) -> Result<(), String> {
+        let (headers, body) = self.request();
+        let mut request = format!("POST /mcp HTTP/1.0\r\nHost: {}\r\n", self.address);
+        for (name, value) in &headers {
+            let _ = write!(request, "{name}: {value}\r\n");
+        }
+        let _ = write!(request, "Content-Length: {}\r\n\r\n{body}", body.len());
+        let mut stream = TcpStream::connect(&self.address)
+            .map_err(|error| format!("{}: cannot connect: {error}", self.name))?;
+        let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|error| format!("{}: cannot send: {error}", self.name))?;
+        let mut answer = Vec::new();
+        stream
+            .read_to_end(&mut answer)
+            .map_err(|error| format!("{}: no whole answer: {error}", self.name))?;
+        let answer = String::from_utf8_lossy(&answer);
+        let bad = |why: &str| format!("{}: {why}; the answer:\n{answer}", self.name);
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| bad("not an HTTP answer"))?;
+        if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+            return Err(bad("not 200"));
+        }
+        // A JSON body, or an SSE stream whose `data:` line holds it.
+        let json = body
+            .lines()
+            .find_map(|line| line.strip_prefix("data:"))
+            .unwrap_or(body)
+            .trim();
+        let message: Value = serde_json::from_str(json).map_err(|_| bad("not JSON"))?;
+        let result = &message["result"];
+        if message.get("error").is_some()
+            || result["isError"] == true
+            || !result["structuredContent"]["notes"].is_array()
+        {
+            return Err(bad("not a `list_notes` result"));
+        }
+        Ok(())
+    }
+
+    /// Checks until one answer passes, for at most [`READY_TIMEOUT`].
+    async fn ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            match self.check() {
+                Ok(()) => return Ok(()),
+                Err(error) if Instant::now() >= deadline => return Err(error),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// wrk's Lua script: the request, a check of every answer, and one
+    /// summary line of the run.
+    fn script(&self) -> String {
+        let (headers, body) = self.request();
+        let mut script = format!(
+            "wrk.method = \"POST\"\nwrk.path = \"/mcp\"\nwrk.body = {}\n",
+            lua(&body)
+        );
+        for (name, value) in &headers {
+            let _ = writeln!(script, "wrk.headers[{}] = {}", lua(name), lua(value));
+        }
+        script.push_str(LUA_CHECK);
+        script
+    }
+
+    /// One wrk run of `seconds` at `concurrency`; an error when any answer
+    /// failed its check or wrk saw any socket error or timeout.
+    async fn load(
+        &self,
+        wrk: &Path,
+        script: &Path,
+        concurrency: usize,
+        seconds: u64,
+    ) -> Result<Run, String> {
+        let mut command = tokio::process::Command::new(wrk);
+        command
+            .args(["-t1", &format!("-c{concurrency}"), &format!("-d{seconds}s")])
+            .arg(format!("--timeout={}s", REQUEST_TIMEOUT.as_secs()))
+            .arg("-s")
+            .arg(script)
+            .arg(format!("http://{}/mcp", self.address))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(
+            Duration::from_secs(seconds) + REQUEST_TIMEOUT * 2,
+            command.output(),
+        )
+        .await
+        .map_err(|_| format!("{}: wrk did not finish", self.name))?
+        .map_err(|error| format!("cannot run wrk: {error}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let failed = |why: &str| {
+            format!(
+                "{} at concurrency {concurrency}: {why}\n--- wrk's output ---\n{stdout}{}",
+                self.name,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        };
+        let line = stdout
+            .lines()
+            .find_map(|line| line.strip_prefix("wrk-result "))
+            .ok_or_else(|| failed("wrk printed no result"))?;
+        let (fields, first_bad) = line.split_once(" first_bad=").unwrap_or((line, ""));
+        let field = |name: &str| -> Result<f64, String> {
+            fields
+                .split(' ')
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|value| value.parse().ok())
+                .ok_or_else(|| failed(&format!("no `{name}` in wrk's result")))
+        };
+        let (requests, good, errors) = (field("requests")?, field("good")?, field("errors")?);
+        if field("bad")? > 0.0 || errors > 0.0 || good != requests || requests == 0.0 {
+            return Err(failed(&format!(
+                "{requests} requests, {good} answered with a result, {errors} socket errors or \
+                 timeouts; the first bad answer: {first_bad}"
+            )));
+        }
+        Ok(Run {
+            per_second: requests / (field("duration_us")? / 1e6),
+            p50_micros: field("p50_us")?,
+            p99_micros: field("p99_us")?,
+        })
+    }
+}
+
+/// Counts each answer as good (status 200, a JSON-RPC result with the
+/// notes list, no error, no tool error) or bad, keeping the first bad one;
+/// `done` sums the threads' counts into one `wrk-result` line.
+const LUA_CHECK: &str = r#"
+good, bad, first_bad = 0, 0, nil
+function response(status, headers, body)
+  if status == 200 and body:find('"result":{', 1, true) and body:find('"notes":[', 1, true)
+     and not body:find('"error":{', 1, true) and not body:find('"isError":true', 1, true) then
+    good = good + 1
+  else
+    bad = bad + 1
+    if first_bad == nil then first_bad = status .. " " .. body:sub(1, 400):gsub("[\r\n]", " ") end
+  end
+end
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function done(summary, latency, requests)
+  local good_sum, bad_sum, first = 0, 0, ""
+  for _, thread in ipairs(threads) do
+    good_sum = good_sum + thread:get("good")
+    bad_sum = bad_sum + thread:get("bad")
+    local sample = thread:get("first_bad")
+    if sample ~= nil and first == "" then first = sample end
+  end
+  local e = summary.errors
+  io.write(string.format(
+    "wrk-result requests=%d good=%d bad=%d errors=%d duration_us=%d p50_us=%.1f p99_us=%.1f first_bad=%s\n",
+    summary.requests, good_sum, bad_sum, e.connect + e.read + e.write + e.timeout,
+    summary.duration, latency:percentile(50), latency:percentile(99), first))
+end
+"#;
+
+/// `text` as a Lua string literal.
+fn lua(text: &str) -> String {
+    let mut literal = String::from("\"");
+    for character in text.chars() {
+        match character {
+            '"' => literal.push_str("\\\""),
+            '\\' => literal.push_str("\\\\"),
+            '\n' => literal.push_str("\\n"),
+            other => literal.push(other),
+        }
+    }
+    literal.push('"');
+    literal
+}
+
+/// The median time of one audit-sized append and `fdatasync` in `dir`, in
+/// µs.
+fn fdatasync_micros(dir: &Path) -> Result<f64, String> {
+    let path = dir.join("fdatasync-probe.jsonl");
+    let failed = |error: std::io::Error| format!("{}: {error}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(failed)?;
+    let line = format!("{}\n", "x".repeat(300));
+    let mut samples = Vec::with_capacity(SYNC_SAMPLES);
+    for _ in 0..SYNC_SAMPLES {
+        let started = Instant::now();
+        file.write_all(line.as_bytes()).map_err(failed)?;
+        file.sync_data().map_err(failed)?;
+        samples.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(median(&samples))
+}
+
+/// The tables: per concurrency, each set-up's figures; then the ratios
+/// with their goals.
+fn report(options: &Options, setups: &[Setup], sync_micros: f64) -> String {
+    let medians = |runs: &[Run]| -> Run {
+        let of = |pick: fn(&Run) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
+        Run {
+            per_second: of(|run| run.per_second),
+            p50_micros: of(|run| run.p50_micros),
+            p99_micros: of(|run| run.p99_micros),
+        }
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "wrk, one thread, keep-alive; {} interleaved rounds of {} s per set-up and \
+         concurrency; stateless 2026-07-28 `tools/call` of `list_notes`, every answer checked; \
+         loopback. Medians over the rounds (requests/s: min–max in brackets).\n",
+        options.rounds, options.seconds
+    );
+    let _ = writeln!(out, "| set-up | concurrency | requests/s | p50 | p99 |");
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for (slot, concurrency) in options.concurrency.iter().enumerate() {
+        for setup in setups {
+            let runs = &setup.runs[slot];
+            let figures = medians(runs);
+            let (low, high) = runs.iter().fold((f64::MAX, 0.0_f64), |(low, high), run| {
+                (low.min(run.per_second), high.max(run.per_second))
+            });
+            let _ = writeln!(
+                out,
+                "| {} | {concurrency} | {:.0} ({low:.0}–{high:.0}) | {:.0} µs | {:.0} µs |",
+                setup.name, figures.per_second, figures.p50_micros, figures.p99_micros
+            );
+        }
+    }
+    let [direct, disk, tmpfs, proxy] = setups else {
+        return out;
+    };
+    let _ = writeln!(out, "\n| ratio (requests/s) | concurrency | ratio | goal |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (slot, &concurrency) in options.concurrency.iter().enumerate() {
+        let rate = |setup: &Setup| medians(&setup.runs[slot]).per_second;
+        for (gateway, log) in [(disk, "disk"), (tmpfs, "tmpfs")] {
+            let goal = if concurrency == 64 {
+                format!(">= {GOAL_VS_DIRECT_AT_64}x")
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "| gateway (log on {log}) / direct | {concurrency} | {:.2}x | {goal} |",
+                rate(gateway) / rate(direct)
+            );
+        }
+        for (gateway, log) in [(disk, "disk"), (tmpfs, "tmpfs")] {
+            let _ = writeln!(
+                out,
+                "| gateway (log on {log}) / mcp-proxy | {concurrency} | {:.1}x | >= \
+                 {GOAL_VS_PROXY}x |",
+                rate(gateway) / rate(proxy)
+            );
+        }
+    }
+    if let Some(slot) = options.concurrency.iter().position(|&c| c == 1) {
+        let p50 = |setup: &Setup| medians(&setup.runs[slot]).p50_micros;
+        let goal = sync_micros + GOAL_P50_SLACK_MICROS;
+        let _ = writeln!(
+            out,
+            "\np50 overhead over direct at concurrency 1: {:.0} µs with the log on disk, {:.0} µs \
+             on tmpfs; goal <= one fdatasync ({sync_micros:.0} µs, measured on the disk \
+             directory) + {GOAL_P50_SLACK_MICROS:.0} µs = {goal:.0} µs",
+            p50(disk) - p50(direct),
+            p50(tmpfs) - p50(direct),
+        );
+    }
+    out
+}
+
+/// The first `name` on the `PATH`.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}

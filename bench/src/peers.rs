@@ -1,0 +1,475 @@
+//! What the benchmarks that run real processes share: the binaries beside
+//! the bench's executable, the example `notes` server and the gateway
+//! started on loopback, PyPI's `mcp-proxy` installed into a venv under the
+//! target directory, and processes and scratch directories that are
+//! stopped and removed however the benchmark ends.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The PyPI peer, pinned.
+pub const MCP_PROXY: (&str, &str) = ("mcp-proxy", "0.13.0");
+/// The build that makes the binaries this program runs.
+pub const BUILD: &str = "cargo build --release -p mcp-hints-cli -p mcp-hints-examples";
+/// How long a process may take to say (or show) that it serves.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a stopped process has between SIGTERM and SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many of a process's last stderr lines an error shows.
+pub const STDERR_TAIL: usize = 40;
+
+/// Resolves at Ctrl-C (SIGINT) or SIGTERM; a handler that cannot be
+/// installed is not awaited.
+pub async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt => "SIGINT",
+        () = terminate => "SIGTERM",
+    }
+}
+
+/// The binaries this program runs, and the target directory.
+pub struct Binaries {
+    pub gateway: PathBuf,
+    pub notes: PathBuf,
+    pub target: PathBuf,
+}
+
+/// `mcp-hints` and `notes` in `dir`, or beside this executable when `None`;
+/// the target directory is the one this executable is in.
+///
+/// # Errors
+///
+/// When a binary is not there (the message names the build that makes it).
+pub fn binaries(dir: Option<&Path>) -> Result<Binaries, String> {
+    let exe = std::env::current_exe().map_err(|error| format!("current_exe: {error}"))?;
+    let beside = exe
+        .parent()
+        .ok_or("the bench's own executable has no directory")?;
+    let from = dir.unwrap_or(beside);
+    let find = |name: &str| -> Result<PathBuf, String> {
+        let path = from.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+        if path.is_file() {
+            // Absolute: a gateway's config names `notes` from another
+            // directory.
+            std::path::absolute(&path).map_err(|error| format!("{}: {error}", path.display()))
+        } else {
+            Err(format!(
+                "`{name}` is not in {} ({}): build it first with `{BUILD}`",
+                from.display(),
+                path.display()
+            ))
+        }
+    };
+    Ok(Binaries {
+        gateway: find("mcp-hints")?,
+        notes: find("notes")?,
+        // target/release/BENCH: the target directory is two up.
+        target: beside.parent().unwrap_or(beside).to_path_buf(),
+    })
+}
+
+/// Writes the gateway's config into `scratch` and starts `mcp-hints gateway
+/// serve` on it; its URL once it says where it serves.
+pub async fn start_gateway(
+    binaries: &Binaries,
+    scratch: &TempDir,
+    logs: &Path,
+    label: &str,
+    token: &str,
+    upstream: &str,
+) -> Result<(Process, String), String> {
+    let path = gateway_config(scratch, logs, label, token, upstream)?;
+    let mut command = Command::new(&binaries.gateway);
+    command
+        .args(["gateway", "serve", "--config"])
+        .arg(&path)
+        .env("NO_COLOR", "1");
+    let name = format!("gateway ({label} upstream)");
+    let mut process = Process::spawn(name, command, false)?;
+    let url = process
+        .announced("gateway: serving MCP over streamable HTTP at ")
+        .await?;
+    Ok((process, url))
+}
+
+/// Writes a gateway config into `scratch`, its audit log in `logs`; its
+/// path.
+pub fn gateway_config(
+    scratch: &TempDir,
+    logs: &Path,
+    label: &str,
+    token: &str,
+    upstream: &str,
+) -> Result<PathBuf, String> {
+    let log = logs.join(format!("audit-{label}.jsonl"));
+    let config = format!(
+        r#"[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "bench"
+token = {token}
+
+[log]
+path = {log}
+
+[[upstream]]
+name = "notes"
+{upstream}
+trusted = true
+"#,
+        token = toml_string(token),
+        log = toml_string(&log.to_string_lossy()),
+    );
+    let path = scratch.0.join(format!("gateway-{label}.toml"));
+    std::fs::write(&path, config).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(path)
+}
+
+/// Starts `notes --http 127.0.0.1:0`; its URL once it says where it serves.
+pub async fn start_notes_http(notes: &Path) -> Result<(Process, String), String> {
+    let mut command = Command::new(notes);
+    command.args(["--http", "127.0.0.1:0"]);
+    let mut process = Process::spawn("notes --http".to_owned(), command, false)?;
+    let url = process
+        .announced("notes: serving MCP over streamable HTTP at ")
+        .await?;
+    Ok((process, url))
+}
+
+/// Starts `mcp-proxy` with `options` in front of the stdio `notes` on a
+/// free loopback port, in a process group of its own; its URL once the port
+/// accepts.
+pub async fn start_mcp_proxy(
+    proxy: &Path,
+    notes: &Path,
+    options: &[&str],
+) -> Result<(Process, String), String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|error| format!("no free loopback port for mcp-proxy: {error}"))?
+        .port();
+    let mut command = Command::new(proxy);
+    command
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--log-level", "WARNING"])
+        .args(options)
+        .arg("--")
+        .arg(notes);
+    let mut process = Process::spawn("mcp-proxy".to_owned(), command, true)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        process.check_running()?;
+        if Instant::now() >= deadline {
+            return Err(process.failure(&format!(
+                "did not listen on 127.0.0.1:{port} within {START_TIMEOUT:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((process, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+/// `mcp-proxy` at its pinned version in the venv `venv`, made and installed
+/// there with `python3 -m venv` and pip unless it is there already; the path
+/// of its script.
+pub fn install_mcp_proxy(venv: &Path) -> Result<PathBuf, String> {
+    let (package, version) = MCP_PROXY;
+    let scripts = venv.join("bin");
+    let python = scripts.join("python");
+    let script = scripts.join(package);
+    let installed = || -> Option<String> {
+        let output = Command::new(&python)
+            .args([
+                "-c",
+                "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
+                package,
+            ])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    };
+    if script.is_file() && installed().as_deref() == Some(version) {
+        eprintln!("bench: {package} {version} already in {}", venv.display());
+        return Ok(script);
+    }
+    if venv.exists() {
+        std::fs::remove_dir_all(venv)
+            .map_err(|error| format!("removing {}: {error}", venv.display()))?;
+    }
+    eprintln!(
+        "bench: installing {package} {version} into {}",
+        venv.display()
+    );
+    let mut make = Command::new("python3");
+    make.args(["-m", "venv"]).arg(venv);
+    finish(
+        "making the Python virtual environment (is python3 with its venv module installed?)",
+        &mut make,
+    )?;
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+    ])
+    .arg(format!("{package}=={version}"));
+    finish(
+        &format!("installing {package} {version} with pip (it needs PyPI)"),
+        &mut pip,
+    )?;
+    match installed() {
+        Some(found) if found == version && script.is_file() => Ok(script),
+        found => Err(format!(
+            "after pip, {package} is {found:?} in {}, not {version} with its `{package}` script",
+            venv.display()
+        )),
+    }
+}
+
+/// Runs `command` to completion; `what` with its command line and output
+/// when it cannot start or fails.
+pub fn finish(what: &str, command: &mut Command) -> Result<(), String> {
+    let line = format!("{command:?}");
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| format!("{what}: cannot run {line}: {error}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}: {line} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout).trim_end(),
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+    ))
+}
+
+/// A process this program started: its stderr is read by a thread (the
+/// last lines kept for errors, the lines announcing a URL passed on), and
+/// it is stopped on drop.
+pub struct Process {
+    name: String,
+    child: Child,
+    /// Signalled as a whole process group (it leads one).
+    group: bool,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    lines: Receiver<String>,
+}
+
+impl Process {
+    pub fn spawn(name: String, mut command: Command, group: bool) -> Result<Process, String> {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if group {
+            command.process_group(0);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|error| format!("cannot start {name} ({command:?}): {error}"))?;
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let (sender, lines) = mpsc::channel();
+        if let Some(pipe) = child.stderr.take() {
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { return };
+                    let _ = sender.send(line.clone());
+                    if let Ok(mut tail) = stderr.lock() {
+                        if tail.len() == STDERR_TAIL {
+                            tail.pop_front();
+                        }
+                        tail.push_back(line);
+                    }
+                }
+            });
+        }
+        Ok(Process {
+            name,
+            child,
+            group,
+            stderr,
+            lines,
+        })
+    }
+
+    /// What follows `prefix` on the first stderr line that starts with it.
+    pub async fn announced(&mut self, prefix: &str) -> Result<String, String> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match self.lines.try_recv() {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return Ok(rest.trim().to_owned());
+                    }
+                }
+                Err(TryRecvError::Empty) => {
+                    self.check_running()?;
+                    if Instant::now() >= deadline {
+                        return Err(self.failure(&format!(
+                            "did not say where it serves within {START_TIMEOUT:?}"
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    // Give the child a moment to be reaped, for its status.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.check_running()?;
+                    return Err(self.failure("closed its stderr before saying where it serves"));
+                }
+            }
+        }
+    }
+
+    /// An error when the process has exited.
+    pub fn check_running(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(self.failure(&format!("exited early ({status})"))),
+            Err(error) => Err(self.failure(&format!("cannot be waited for: {error}"))),
+        }
+    }
+
+    /// `message` about this process, with the last lines of its stderr.
+    pub fn failure(&self, message: &str) -> String {
+        // Let the reader thread catch up with what the process wrote last.
+        std::thread::sleep(Duration::from_millis(100));
+        let tail = self
+            .stderr
+            .lock()
+            .map(|tail| tail.iter().cloned().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default();
+        format!("{} {message}; its last stderr lines:\n{tail}", self.name)
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
+            return;
+        };
+        let target = if self.group { -pid } else { pid };
+        // SAFETY: kill(2) on a child of ours (or the group it leads), by id;
+        // the child is not reaped yet, so the id is still its own.
+        unsafe {
+            libc::kill(target, signal);
+        }
+    }
+
+    /// Whether the process exited within `timeout`.
+    fn exited_within(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Process {
+    /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; a group is signalled
+    /// whole, and what is left of it once its leader is gone is killed.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(libc::SIGTERM);
+            if !self.exited_within(STOP_TIMEOUT) {
+                eprintln!(
+                    "bench: {} did not stop within {STOP_TIMEOUT:?} of SIGTERM: killed",
+                    self.name
+                );
+                self.signal(libc::SIGKILL);
+                let _ = self.child.wait();
+            }
+        }
+        if self.group
+            && let Ok(pid) = libc::pid_t::try_from(self.child.id())
+        {
+            // SAFETY: kill(2) on the process group our child led; a group id
+            // is not reused while any member of the group is alive.
+            let alive = unsafe { libc::kill(-pid, 0) } == 0;
+            if alive {
+                std::thread::sleep(Duration::from_millis(500));
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// A scratch directory for the gateways' configs and audit logs, removed
+/// on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `gateway-bench-PID` in `parent`.
+    pub fn new(parent: &Path) -> Result<TempDir, String> {
+        let dir = parent.join(format!("gateway-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `value` as a TOML basic string (a JSON string is one).
+pub fn toml_string(value: &str) -> String {
+    serde_json::Value::from(value).to_string()
+}
+
+/// `values` as a TOML array of basic strings.
+pub fn toml_string_list(values: &[String]) -> String {
+    let items: Vec<String> = values.iter().map(|value| toml_string(value)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The nearest-rank `quantile` (0 to 1) of `values`.
+///
+/// # Panics
+///
+/// When `values` is empty.
+pub fn percentile(values: &[f64], quantile: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (quantile * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
