@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+pub mod canonical;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod collect;

@@ -109,14 +109,16 @@ pub fn now() -> String {
     rfc3339::format(SystemTime::now())
 }
 
-/// The SHA-256 of `arguments`' RFC 8785 canonical JSON (keys sorted, no
+/// The SHA-256 of `arguments`' canonical JSON (RFC 8785: keys sorted, no
 /// whitespace, numbers in their shortest form, so `{"b":1.0,"a":2}` and
-/// `{"a":2,"b":1}` have one digest), as 64 lowercase hex digits.
+/// `{"a":2,"b":1}` have one digest; but integers no double holds keep their
+/// digits, so `9007199254740993` and `9007199254740992` have two), as 64
+/// lowercase hex digits.
 ///
-/// [`mcp_hints::fingerprint::digest`] without its `sha256:` prefix (the
-/// field's name says it).
+/// [`mcp_hints::canonical::arguments_digest`] without its `sha256:` prefix
+/// (the field's name says it): the digest keyed calls are compared by.
 pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
-    let digest = mcp_hints::fingerprint::digest(arguments);
+    let digest = mcp_hints::canonical::arguments_digest(Some(arguments), None);
     match digest.strip_prefix("sha256:") {
         Some(hex) => hex.to_owned(),
         None => digest,
@@ -1114,6 +1116,12 @@ mod tests {
         let c: Map<String, Value> =
             serde_json::from_str(r#"{"b": 2, "a": {"x": "s", "y": [1, 2.5]}}"#).unwrap();
         assert_ne!(arguments_digest(&a), arguments_digest(&c));
+        // A double would round these two together; their digits differ.
+        let big = |n: &str| serde_json::from_str::<Map<String, Value>>(&format!(r#"{{"n":{n}}}"#));
+        assert_ne!(
+            arguments_digest(&big("9007199254740993").unwrap()),
+            arguments_digest(&big("9007199254740992").unwrap())
+        );
         // `printf '{}' | sha256sum`.
         assert_eq!(
             arguments_digest(&Map::new()),

@@ -33,7 +33,11 @@
 //!
 //! Arguments are compared by [`arguments_digest`]: SHA-256 of their RFC
 //! 8785 canonical JSON without the key, so key order and `1` against `1.0`
-//! do not matter. Keys are 1 to [`defaults::MAX_KEY_CHARS`] characters.
+//! do not matter, except that integers no double holds keep their digits
+//! ([`canonical`](crate::canonical)). A number that may be an integer beyond
+//! 64 bits, which the JSON parser rounded to a double (`1e20` may have been
+//! sent as `100000000000000000001`), is refused with -32602 (Invalid
+//! params). Keys are 1 to [`defaults::MAX_KEY_CHARS`] characters.
 //! Records are scoped by tool, key and an optional caller scope the server
 //! supplies ([`IdempotencyBuilder::caller_scope`]).
 //!
@@ -314,64 +318,43 @@ pub trait IdempotentServer {
     fn idempotency(&self) -> &Idempotency;
 }
 
-/// The digest a keyed call's arguments are compared by: SHA-256 of the RFC
-/// 8785 canonical JSON of `arguments` without the member `key_field`,
-/// written `sha256:` and 64 hex digits. No arguments is `{}`.
+/// The digest a keyed call's arguments are compared by: SHA-256 of the
+/// canonical JSON of `arguments` without the member `key_field` (see
+/// [`canonical`](crate::canonical)), written `sha256:` and 64 hex digits.
+/// No arguments is `{}`.
 ///
-/// RFC 8785 writes numbers as IEEE doubles, so `1` and `1.0` are one
-/// number; but so would be `9007199254740993` and `9007199254740992`, two
-/// account numbers. Integers beyond 2^53 are therefore digested digit by
-/// digit (as a string no JSON text can hold), so two of them are equal
-/// only when their digits are.
+/// The canonical JSON is RFC 8785's, so key order and `1` against `1.0` do
+/// not matter, except that an integer no double holds keeps its digits:
+/// `9007199254740993` and `9007199254740992`, two account numbers a double
+/// would round together, have two digests. Two argument sets share a digest
+/// only when they are equal but for member order and how a number is
+/// written. An integer beyond 64 bits reaches it as the double the parser
+/// read it as; [`Idempotency::prepare`] refuses those.
 pub fn arguments_digest(arguments: Option<&JsonObject>, key_field: &str) -> String {
-    /// The arguments as an object without the key, serialized in place
-    /// rather than copied (the canonicaliser sorts the members itself).
-    struct Without<'a> {
-        arguments: Option<&'a JsonObject>,
-        key_field: &'a str,
-    }
-    impl serde::Serialize for Without<'_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            serializer.collect_map(
-                self.arguments
-                    .into_iter()
-                    .flatten()
-                    .filter(|(name, _)| name.as_str() != self.key_field)
-                    .map(|(name, value)| (name, Exact(value))),
-            )
-        }
-    }
-    crate::fingerprint::digest(&Without {
-        arguments,
-        key_field,
-    })
+    crate::canonical::arguments_digest(arguments, Some(key_field))
 }
 
-/// A JSON value whose integers beyond 2^53, which a double cannot hold,
-/// serialize as `"\u{0}integer <digits>"` (no JSON text decodes to a
-/// string with a NUL there by accident) instead of being rounded.
-struct Exact<'a>(&'a Value);
-
-impl serde::Serialize for Exact<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        const SAFE: u64 = 1 << 53;
-        match self.0 {
-            Value::Number(number) => {
-                let beyond = number.as_u64().is_some_and(|n| n > SAFE)
-                    || number.as_i64().is_some_and(|n| n.unsigned_abs() > SAFE);
-                if beyond {
-                    serializer.serialize_str(&format!("\u{0}integer {number}"))
-                } else {
-                    number.serialize(serializer)
-                }
-            }
-            Value::Array(items) => serializer.collect_seq(items.iter().map(Exact)),
-            Value::Object(members) => {
-                serializer.collect_map(members.iter().map(|(name, value)| (name, Exact(value))))
-            }
-            other => other.serialize(serializer),
+/// The first argument (its name and the number) holding a number that
+/// `serde_json`, and so rmcp, keeps only as a double of 2^63 or more in
+/// magnitude: it may have been an integer beyond 64 bits, rounded
+/// (`100000000000000000001` reads as `1e20`), and no digest can tell it
+/// from the other integers rounded to the same double.
+fn rounded_number<'a>(
+    arguments: &'a JsonObject,
+    key_field: &str,
+) -> Option<(&'a str, &'a serde_json::Number)> {
+    fn find(value: &Value) -> Option<&serde_json::Number> {
+        match value {
+            Value::Number(number) => crate::canonical::may_be_rounded(number).then_some(number),
+            Value::Array(items) => items.iter().find_map(find),
+            Value::Object(members) => members.values().find_map(find),
+            _ => None,
         }
     }
+    arguments
+        .iter()
+        .filter(|(name, _)| name.as_str() != key_field)
+        .find_map(|(name, value)| find(value).map(|number| (name.as_str(), number)))
 }
 
 /// A token unique to one call: this process's random UUID and a count, so
@@ -452,7 +435,12 @@ impl Idempotency {
     ///
     /// JSON-RPC -32602 (Invalid params) when `arguments` lacks `key_field`,
     /// or it is not a string of 1 to [`defaults::MAX_KEY_CHARS`]
-    /// characters; the message says what to send.
+    /// characters; and when another argument holds a number that is not a
+    /// 64-bit integer and is 2^63 or more in magnitude (`1e20`,
+    /// `100000000000000000001`): the parser keeps it only as a double,
+    /// which many integers round to, so no digest could tell a resend with
+    /// other digits from this call (`data.argument` names it). The message
+    /// says what to send.
     pub fn prepare(
         &self,
         tool: &str,
@@ -464,6 +452,11 @@ impl Idempotency {
             Some(Value::String(key)) => match key.chars().count() {
                 0 => "is empty",
                 1..=defaults::MAX_KEY_CHARS => {
+                    if let Some((name, number)) =
+                        arguments.and_then(|arguments| rounded_number(arguments, key_field))
+                    {
+                        return Err(rounded_refused(tool, key_field, name, number));
+                    }
                     return Ok(KeyedCall {
                         tool: tool.to_owned(),
                         key: key.clone(),
@@ -742,6 +735,26 @@ impl Drop for Lease<'_> {
             }
         });
     }
+}
+
+/// The refusal of a keyed call whose argument `name` holds `number`, a
+/// double that may stand for many integers.
+fn rounded_refused(
+    tool: &str,
+    key_field: &str,
+    name: &str,
+    number: &serde_json::Number,
+) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "the argument `{}` of the keyed tool `{tool}` holds the number {number}, 2^63 or \
+             more in magnitude and not a 64-bit integer: it is read as a double, which cannot \
+             say which integer was sent, so a resend with other digits would get this call's \
+             result; send such a number as a string",
+            name.escape_debug()
+        ),
+        Some(json!({ "tool": tool, "idempotencyKeyField": key_field, "argument": name })),
+    )
 }
 
 /// The recorded result, marked as replayed.

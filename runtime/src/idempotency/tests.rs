@@ -125,6 +125,255 @@ fn integers_beyond_two_to_the_53_are_compared_exactly() {
     );
 }
 
+/// The arguments of a JSON text, read as rmcp reads a request's.
+fn parsed(text: &str) -> JsonObject {
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn an_integer_and_a_string_holding_its_digits_differ() {
+    let digest = |value: Value| arguments_digest(Some(&arguments(value)), "request_id");
+    for n in [9007199254740993_u64, 1234567890123456789, u64::MAX] {
+        let number = digest(json!({ "n": n }));
+        for mimic in [format!("\u{0}integer {n}"), format!("{n}n"), n.to_string()] {
+            assert_ne!(
+                number,
+                digest(json!({ "n": mimic })),
+                "{n} against {mimic:?}"
+            );
+        }
+    }
+    assert_ne!(
+        digest(json!({"n": -9007199254740993_i64})),
+        digest(json!({"n": "\u{0}integer -9007199254740993"}))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn integers_beyond_64_bits_are_refused_not_replayed() {
+    let idempotency = Idempotency::default();
+    let counter = Counter::default();
+    for (first, second) in [
+        ("100000000000000000001", "100000000000000000000"),
+        ("18446744073709551616", "18446744073709551617"),
+        ("-9223372036854775809", "-9223372036854775810"),
+        ("1e20", "100000000000000000000"),
+    ] {
+        for (n, text) in [first, second].into_iter().enumerate() {
+            let args = parsed(&format!(
+                r#"{{"request_id": "k-{first}", "deep": [{{"n": {text}}}]}}"#
+            ));
+            // Without the refusal, the second would be the first's replay.
+            let error = match idempotency.prepare("append", "request_id", Some(&args), None) {
+                Err(error) => error,
+                Ok(call) => {
+                    let outcome = idempotency.run(&call, counter.answer(text)).await;
+                    panic!("call {n} with {text} was taken: {outcome:?}");
+                }
+            };
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS, "{text}");
+            assert_eq!(error.data.as_ref().unwrap()["argument"], "deep", "{text}");
+            assert!(
+                error.message.contains("send such a number as a string"),
+                "{}",
+                error.message
+            );
+        }
+    }
+    assert_eq!(counter.runs(), 0);
+    // 64-bit integers, however large, are kept and compared exactly.
+    let exact = |n: &str| {
+        idempotency
+            .prepare(
+                "append",
+                "request_id",
+                Some(&parsed(&format!(r#"{{"request_id": "k", "n": {n}}}"#))),
+                None,
+            )
+            .unwrap()
+    };
+    assert_ne!(
+        exact("18446744073709551615").arguments_digest(),
+        exact("18446744073709551614").arguments_digest()
+    );
+    assert_ne!(
+        exact("-9223372036854775808").arguments_digest(),
+        exact("-9223372036854775807").arguments_digest()
+    );
+}
+
+/// What the digest must tell apart: a JSON value whose numbers are their
+/// mathematical values (an integer, or a double that holds no integer) and
+/// whose objects are unordered.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Model {
+    Null,
+    Bool(bool),
+    Integer(i128),
+    Double(u64),
+    Text(String),
+    Array(Vec<Model>),
+    Object(std::collections::BTreeMap<String, Model>),
+}
+
+fn model(value: &Value) -> Model {
+    match value {
+        Value::Null => Model::Null,
+        Value::Bool(b) => Model::Bool(*b),
+        Value::Number(number) => {
+            if let Some(n) = number.as_u64() {
+                Model::Integer(n.into())
+            } else if let Some(n) = number.as_i64() {
+                Model::Integer(n.into())
+            } else {
+                let double = number.as_f64().unwrap();
+                // Every integral double below 2^127 is an i128, exactly.
+                if double.fract() == 0.0 && double.abs() < 2f64.powi(127) {
+                    Model::Integer(double as i128)
+                } else {
+                    Model::Double(double.to_bits())
+                }
+            }
+        }
+        Value::String(text) => Model::Text(text.clone()),
+        Value::Array(items) => Model::Array(items.iter().map(model).collect()),
+        Value::Object(members) => Model::Object(
+            members
+                .iter()
+                .map(|(name, value)| (name.clone(), model(value)))
+                .collect(),
+        ),
+    }
+}
+
+/// A number from pools where the encodings of integers, doubles and
+/// strings meet: near 2^53, 2^63 and 2^64, integers with the digits of a
+/// double's RFC 8785 text, exponents, negative zero.
+fn random_number(rng: &mut fastrand::Rng) -> Value {
+    let near =
+        |rng: &mut fastrand::Rng, base: u64| base.wrapping_add(rng.u64(0..5)).wrapping_sub(2);
+    match rng.u32(0..12) {
+        0 => json!(rng.i64(-3..=3)),
+        1 => json!(near(rng, 1 << 53)),
+        2 => json!(-(near(rng, 1 << 53) as i64)),
+        3 => json!(near(rng, 1 << 63)),
+        4 => json!(u64::MAX - rng.u64(0..3)),
+        5 => json!(i64::MIN + rng.i64(0..3)),
+        // A double's integer value, as the integer or as the double.
+        6 => {
+            let n = (rng.u64(1..1 << 11)) << rng.u32(40..53);
+            if rng.bool() {
+                json!(n)
+            } else {
+                json!(n as f64)
+            }
+        }
+        // The integer RFC 8785 writes for a double beyond 2^53 (2^60 is
+        // written 1152921504606847000), read back as an integer.
+        7 => {
+            let double = ((rng.u64(1..1 << 11)) << rng.u32(50..53)) as f64;
+            let text = ryu_js::Buffer::new().format_finite(double).to_owned();
+            json!(text.parse::<u64>().unwrap())
+        }
+        8 => json!(
+            [
+                -0.0,
+                0.0,
+                0.5,
+                1e20,
+                -1e20,
+                1e21,
+                1e-7,
+                2f64.powi(64),
+                2f64.powi(63)
+            ][rng.usize(0..9)]
+        ),
+        9 => json!(rng.f64() * 10f64.powi(rng.i32(-30..30))),
+        10 => serde_json::from_str(&format!("{}e{}", rng.u32(0..100), rng.i32(-3..25))).unwrap(),
+        _ => json!(rng.u64(..)),
+    }
+}
+
+/// A string crafted to look like an encoding of a number: the old one
+/// (`"\u0000integer <digits>"`), the `<digits>n` of the canonical text, a
+/// number's own text.
+fn random_mimic(rng: &mut fastrand::Rng) -> Value {
+    let number = random_number(rng);
+    let mut digits = Vec::new();
+    crate::canonical::write(&number, &mut digits);
+    let digits = String::from_utf8(digits).unwrap();
+    let plain = digits.trim_end_matches('n').to_owned();
+    json!(match rng.u32(0..5) {
+        0 => format!("\u{0}integer {plain}"),
+        1 => format!("{plain}n"),
+        2 => digits,
+        3 => number.to_string(),
+        _ => ["", "\u{0}", "n", "null", "-0", "0"][rng.usize(0..6)].to_owned(),
+    })
+}
+
+fn random_member(rng: &mut fastrand::Rng, depth: u32) -> Value {
+    match rng.u32(0..if depth == 0 { 3 } else { 5 }) {
+        0 | 1 => random_number(rng),
+        2 => random_mimic(rng),
+        3 => Value::Array(
+            (0..rng.usize(0..3))
+                .map(|_| random_member(rng, depth - 1))
+                .collect(),
+        ),
+        _ => random_arguments(rng, depth - 1),
+    }
+}
+
+fn random_arguments(rng: &mut fastrand::Rng, depth: u32) -> Value {
+    let names = [
+        "a",
+        "b",
+        "request_id",
+        "\u{0}integer 1",
+        "\u{e000}",
+        "\u{1f600}",
+    ];
+    Value::Object(
+        (0..rng.usize(0..3))
+            .map(|_| {
+                (
+                    names[rng.usize(0..names.len())].to_owned(),
+                    random_member(rng, depth),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn no_two_different_argument_sets_share_a_digest() {
+    let mut rng = fastrand::Rng::with_seed(53);
+    let mut by_digest = std::collections::HashMap::new();
+    let mut by_model = std::collections::HashMap::new();
+    for _ in 0..100_000 {
+        let args = random_arguments(&mut rng, 2);
+        let digest = arguments_digest(Some(&arguments(args.clone())), "request_id");
+        let mut without = args.clone();
+        without.as_object_mut().unwrap().remove("request_id");
+        let model = model(&without);
+        if let Some((earlier, earlier_model)) = by_digest.get(&digest) {
+            assert_eq!(&model, earlier_model, "{args} and {earlier} share {digest}");
+        }
+        if let Some((earlier, earlier_digest)) = by_model.get(&model) {
+            assert_eq!(&digest, earlier_digest, "{args} and {earlier} are equal");
+        }
+        by_digest.insert(digest.clone(), (args.clone(), model.clone()));
+        by_model.insert(model, (args, digest));
+    }
+    // The pools are small enough that equal values, written apart, met.
+    assert!(
+        by_model.len() < 95_000,
+        "{} distinct of 100000",
+        by_model.len()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tool_error_is_recorded_and_replayed_too() {
     let idempotency = Idempotency::default();
