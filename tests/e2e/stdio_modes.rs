@@ -157,11 +157,10 @@ async fn a_regular_file_as_stdin_is_served_to_its_end() {
     let mut ids: Vec<u64> = answers.iter().map(|a| a["id"].as_u64().unwrap()).collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..=201).collect::<Vec<_>>());
-    let listed = answers.iter().find(|answer| answer["id"] == 201).unwrap();
-    let notes = listed["result"]["structuredContent"]["notes"]
-        .as_array()
-        .unwrap();
-    assert_eq!(notes.len(), 200, "{listed}");
+    for answer in &answers {
+        assert!(answer.get("result").is_some(), "{answer}");
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+    }
 }
 
 #[tokio::test]
@@ -252,8 +251,23 @@ async fn stdout_that_is_stderr_too_stays_blocking() {
     let mut messages = vec![INITIALIZE.to_owned(), INITIALIZED.to_owned()];
     messages.extend((1..=50).map(|id| call(id, "list_notes", json!({}))));
     to_notes.write_all(&lines(&messages)).await.unwrap();
-    let answers = read_until(&mut output, 50).await;
-    assert!(answers.len() >= 51, "{answers:?}");
+    // Answers may come in any order: read until every call's is in.
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 50 {
+        let mut line = String::new();
+        let read = within("a line from notes", output.read_line(&mut line))
+            .await
+            .unwrap();
+        assert!(
+            read > 0,
+            "notes closed its stdout with {answered:?} answered"
+        );
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = answer["id"].as_u64().filter(|id| *id > 0) {
+            assert!(answer.get("result").is_some(), "{answer}");
+            answered.insert(id);
+        }
+    }
     assert!(
         !nonblocking(probe.as_fd()),
         "stdout, which is stderr too, was made non-blocking"
