@@ -9,7 +9,7 @@
 //!
 //! | what it is | how it is read or written | [`Mode`] |
 //! |---|---|---|
-//! | a pipe (`|`, a client's `Stdio::piped()`) | made non-blocking and registered with Tokio's reactor: [`tokio::net::unix::pipe`] | [`Mode::Pipe`] |
+//! | a pipe (a shell pipeline, a client's `Stdio::piped()`) | made non-blocking and registered with Tokio's reactor: [`tokio::net::unix::pipe`] | [`Mode::Pipe`] |
 //! | a Unix-domain stream socket (`socketpair`) | made non-blocking and registered: [`tokio::net::UnixStream`] | [`Mode::Socket`] |
 //! | stdin that is anything else (a regular file `< requests.jsonl`, a terminal, `/dev/null`, another kind of socket) | one dedicated reader thread, blocking reads of 64 KiB | [`Mode::ReaderThread`] |
 //! | stdout that is anything else (a file, a terminal) | Tokio's [`tokio::io::stdout`] | [`Mode::Tokio`] |
@@ -36,13 +36,13 @@
 //! # Which runtime
 //!
 //! A server over stdio has one session, so Tokio's `current_thread`
-//! runtime serves it best: with 64 calls in flight the notes example
-//! answers about 1.6x the calls per second of the multi-thread runtime's
-//! on the same two cores, for about half the CPU time per call, because
-//! nothing wakes a second thread for each message
-//! (`bench/src/bin/stdio_bench.rs` measures it; the README's Benchmarks
-//! section has the figures). Choose `multi_thread` only for tools that
-//! compute for long on the calling task.
+//! runtime serves it best: the reader, rmcp's service loop, the handlers
+//! and the writer hand messages to one another on one thread, with no
+//! cross-thread wake-up (a futex call) per message, and the writer finds
+//! more answers queued together to write at once.
+//! `bench/src/bin/stdio_bench.rs` measures `notes` on both runtimes side
+//! by side (`notes` and `notes --multi-thread`). Choose `multi_thread`
+//! only for tools that compute for long on the calling task.
 //!
 //! # Use
 //!
