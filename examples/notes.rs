@@ -278,11 +278,25 @@ struct Args {
     /// (repeatable); loopback names and the bound address always are.
     #[arg(long, value_name = "HOST", requires = "http")]
     allow_host: Vec<String>,
+    /// Run on Tokio's multi-thread runtime over stdio too (over HTTP it
+    /// always does). Over stdio the default is the current-thread runtime:
+    /// one session gains nothing from a second thread but the wake-ups.
+    #[arg(long, conflicts_with = "http")]
+    multi_thread: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Over stdio one thread serves best (see `mcp_hints::stdio`); HTTP
+    // serves many sessions at once.
+    let runtime = if args.http.is_some() || args.multi_thread {
+        tokio::runtime::Runtime::new()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("notes: cannot start the async runtime: {error}");
@@ -300,7 +314,8 @@ fn main() -> ExitCode {
             None => serve_stdio(notes).await,
         }
     });
-    // A read of stdin cannot be cancelled: after a signal, do not wait for it.
+    // A read of a terminal's stdin cannot be cancelled: after a signal, do
+    // not wait for it.
     runtime.shutdown_background();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -351,11 +366,12 @@ fn redacted(store: &str) -> String {
 }
 
 /// Serves one session on stdin/stdout until the client closes it or a
-/// signal comes, every message checked by the wire guard first.
+/// signal comes, every message checked by the wire guard first; pipes are
+/// read and written without Tokio's blocking pool (`mcp_hints::stdio`).
 async fn serve_stdio(notes: Notes) -> Result<(), Box<dyn Error>> {
     let signal = shutdown_signal();
     tokio::pin!(signal);
-    let transport = mcp_hints::wire::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let transport = mcp_hints::stdio::guarded();
     let service = tokio::select! {
         service = notes.serve(transport) => service?,
         () = &mut signal => return Ok(()),

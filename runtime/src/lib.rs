@@ -11,6 +11,7 @@ pub mod hints;
 pub mod idempotency;
 pub mod pagination;
 pub mod policy;
+pub mod stdio;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(feature = "verify")]

@@ -1209,7 +1209,8 @@ impl ServerHandler for Front {
 
 /// Serves one stdio client on stdin/stdout (principal `local`), every
 /// message checked by the wire guard first, until stdin closes or `stop`
-/// resolves (the command's signals).
+/// resolves (the command's signals). Pipes and sockets are read and written
+/// without Tokio's blocking pool ([`mcp_hints::stdio`]).
 ///
 /// # Errors
 ///
@@ -1218,7 +1219,7 @@ pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
-    let transport = mcp_hints::wire::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let transport = mcp_hints::stdio::guarded();
     let signal = stop;
     tokio::pin!(signal);
     let service = tokio::select! {

@@ -22,6 +22,10 @@ const WRITE_QUEUE: usize = 64;
 /// The reader's buffer, in bytes.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// The writer gathers the lines queued together into one write until it
+/// holds this many bytes (a longer line still goes out whole).
+const COALESCE_BYTES: usize = 256 * 1024;
+
 /// The limits of a [`GuardedTransport`]; build one with [`LineGuard::new`],
 /// or take the defaults with [`guarded`](super::guarded).
 ///
@@ -447,46 +451,86 @@ where
     }
 }
 
-/// The one writer: each line whole, then flushed, in the order queued.
+/// The one writer: each line whole, in the order queued. The lines queued
+/// together when it wakes (up to [`COALESCE_BYTES`]) go out in one write,
+/// then a flush: with many calls in flight, one system call answers many.
 /// Stops at the first failed write; every later send then fails.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut lines: mpsc::Receiver<Outgoing>,
     in_flight: Arc<Mutex<InFlight>>,
 ) {
-    while let Some(Outgoing::Line {
-        line,
-        answers,
-        done,
-    }) = lines.recv().await
-    {
-        // The id is free from the moment its answer goes out: before the
-        // write, so a peer that reads the answer and reuses the id at once
-        // is never refused (rmcp forgot the request before sending).
-        if let Some(id) = &answers {
-            lock(&in_flight).answered(id);
-        }
-        let written = async {
-            writer.write_all(&line).await?;
-            writer.flush().await
-        }
-        .await;
-        let failed = written
-            .as_ref()
-            .err()
-            .map(|error| io::Error::new(error.kind(), error.to_string()));
-        match done {
-            Some(done) => {
-                let _ = done.send(written);
-            }
-            None => {
-                if let Err(error) = &written {
-                    tracing::debug!(%error, "writing an answer failed");
+    let mut batch = Vec::new();
+    let mut told = Vec::new();
+    loop {
+        let mut next = lines.recv().await;
+        let mut closing = next.is_none();
+        {
+            let mut in_flight = lock(&in_flight);
+            while let Some(outgoing) = next.take() {
+                let Outgoing::Line {
+                    line,
+                    answers,
+                    done,
+                } = outgoing
+                else {
+                    closing = true;
+                    break;
+                };
+                // The id is free from the moment its answer goes out: before
+                // the write, so a peer that reads the answer and reuses the
+                // id at once is never refused (rmcp forgot the request
+                // before sending).
+                if let Some(id) = &answers {
+                    in_flight.answered(id);
+                }
+                if batch.is_empty() {
+                    batch = line;
+                } else {
+                    batch.extend_from_slice(&line);
+                }
+                told.push(done);
+                if batch.len() < COALESCE_BYTES {
+                    next = lines.try_recv().ok();
                 }
             }
         }
-        if let Some(error) = failed {
+        if batch.is_empty() {
+            if closing {
+                return;
+            }
+            continue;
+        }
+        let written = async {
+            writer.write_all(&batch).await?;
+            writer.flush().await
+        }
+        .await;
+        batch.clear();
+        if batch.capacity() > COALESCE_BYTES {
+            batch = Vec::new();
+        }
+        for done in told.drain(..) {
+            let outcome = match &written {
+                Ok(()) => Ok(()),
+                Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
+            };
+            match done {
+                Some(done) => {
+                    let _ = done.send(outcome);
+                }
+                None => {
+                    if let Err(error) = &outcome {
+                        tracing::debug!(%error, "writing an answer failed");
+                    }
+                }
+            }
+        }
+        if let Err(error) = written {
             tracing::error!(%error, "writing to the peer failed; the transport stops writing");
+            return;
+        }
+        if closing {
             return;
         }
     }
@@ -633,6 +677,68 @@ mod tests {
             .await;
         assert!(transport.receive().await.is_some());
         transport.close().await.unwrap();
+    }
+
+    /// Records each write it is given, whole.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            self.0.lock().unwrap().push(buf.to_vec());
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_ready_together_go_out_in_one_write() {
+        let (_to_server, server_input) = tokio::io::duplex(1 << 16);
+        let written = Recorder::default();
+        let mut transport = LineGuard::new().transport(server_input, written.clone());
+        let answer = |id: i64| -> ServerJsonRpcMessage {
+            serde_json::from_value(json!({"jsonrpc": "2.0", "id": id, "result": {}})).unwrap()
+        };
+        // On this one thread the three are queued before the writer runs.
+        let (a, b, c) = (
+            transport.send(answer(1)),
+            transport.send(answer(2)),
+            transport.send(answer(3)),
+        );
+        let (a, b, c) = tokio::join!(a, b, c);
+        a.unwrap();
+        b.unwrap();
+        c.unwrap();
+        let writes = written.0.lock().unwrap().clone();
+        assert_eq!(
+            writes,
+            vec![
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n"
+                    .to_vec()
+            ]
+        );
+        // Later answers are written on their own once nothing else waits.
+        transport.send(answer(4)).await.unwrap();
+        assert_eq!(written.0.lock().unwrap().len(), 2);
     }
 
     /// Polls `future` once: `Some` if it finished.
