@@ -69,6 +69,19 @@ pub enum Command {
     /// Exit status: 0, or 2 for a bad config (file, line and key named),
     /// colliding tool names, or an address that cannot be bound.
     Gateway(GatewayArgs),
+    /// Prints a completion script for a shell, e.g.
+    /// `mcp-hints completions bash > ~/.local/share/bash-completion/completions/mcp-hints`,
+    /// `mcp-hints completions zsh > ~/.zfunc/_mcp-hints`,
+    /// `mcp-hints completions fish > ~/.config/fish/completions/mcp-hints.fish`.
+    Completions(CompletionsArgs),
+}
+
+/// `mcp-hints completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `mcp-hints gateway`.

@@ -73,6 +73,14 @@ fn an_undeclared_tool_builds_with_the_warning_and_lints_in_the_same_words() {
         undeclared["message"],
         "tool `touch` leaves readOnlyHint, destructiveHint and idempotentHint undeclared"
     );
+    // The server's `_meta` shows it was built with `#[tool]`: the help
+    // names the flags to add, not the wire's fields.
+    assert_eq!(
+        undeclared["help"],
+        "add `#[tool(read_only)]` (or `#[tool(idempotent)]`/`#[tool(non_idempotent)]` with \
+         `#[tool(destructive)]`/`#[tool(additive)]`) (the server's `_meta` shows it was built \
+         with mcp-hints' `#[tool]`; flags combine: `#[tool(non_idempotent, additive)]`)"
+    );
     // The build's warning says what the command's finding says.
     let note = undeclared["note"].as_str().unwrap();
     let said = format!("{}, so {}", undeclared["message"].as_str().unwrap(), note);
