@@ -1654,6 +1654,69 @@ fn a_relative_command_not_found_names_the_directory_it_was_resolved_against() {
     );
 }
 
+/// The Python client of the README's Gateway section, exactly as printed
+/// there (the one ```python block of that section).
+fn readme_python_client() -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let section = &readme[readme.find("\n## Gateway\n").expect("a Gateway section")..];
+    let section = &section[..section[1..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 1)];
+    let start = section
+        .find("```python\n")
+        .expect("a Python block in the Gateway section")
+        + "```python\n".len();
+    let end = section[start..].find("```").unwrap();
+    section[start..start + end].to_owned()
+}
+
+#[test]
+fn the_readme_python_client_works_as_printed() {
+    let dir = scratch("readme-python");
+    let snippet = readme_python_client();
+    assert!(
+        snippet.contains("\"http://127.0.0.1:8787/mcp\""),
+        "{snippet}"
+    );
+    let gateway = Gateway::start(&dir, &notes_config(""));
+    // The README's gateway listens on 8787; this one on a free port.
+    let script = dir.join("client.py");
+    std::fs::write(
+        &script,
+        snippet.replace("http://127.0.0.1:8787/mcp", &gateway.url),
+    )
+    .unwrap();
+    let output = Command::new(installed().python())
+        .arg(&script)
+        .env("ALICE_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}\n--- gateway stderr ---\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        gateway.stderr()
+    );
+    let mut lines = stdout.lines();
+    let names = lines.next().unwrap();
+    assert!(
+        names.starts_with("['notes__add_note', 'notes__append_note'"),
+        "{stdout}"
+    );
+    assert!(names.contains("'notes__list_notes'"), "{stdout}");
+    assert!(
+        lines.next().is_some(),
+        "list_notes printed nothing: {stdout}"
+    );
+    // The call reached the gateway under alice's token.
+    let log = gateway.log();
+    assert_eq!(log[0]["principal"], "alice");
+    assert_eq!(log[0]["tool"], "list_notes");
+}
+
 #[test]
 fn an_upstream_that_never_answers_initialize_is_unavailable_and_stopped() {
     let dir = scratch("mute");
