@@ -69,6 +69,19 @@ pub enum Command {
     /// Exit status: 0, or 2 for a bad config (file, line and key named),
     /// colliding tool names, or an address that cannot be bound.
     Gateway(GatewayArgs),
+    /// Prints a completion script for a shell, e.g.
+    /// `mcp-hints completions bash > ~/.local/share/bash-completion/completions/mcp-hints`,
+    /// `mcp-hints completions zsh > ~/.zfunc/_mcp-hints`,
+    /// `mcp-hints completions fish > ~/.config/fish/completions/mcp-hints.fish`.
+    Completions(CompletionsArgs),
+}
+
+/// `mcp-hints completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `mcp-hints gateway`.
@@ -89,11 +102,16 @@ pub enum GatewayCommand {
     /// Prints the audit log's entries, filtered.
     Log(crate::gateway::log::LogArgs),
     /// Approves a parked call (or a drifted tool's new definition) at the
-    /// admin endpoint, with the token from $MCP_GATEWAY_ADMIN_TOKEN.
+    /// admin endpoint, with the admin token from $MCP_GATEWAY_ADMIN_TOKEN
+    /// (else the `[admin]` token of --config).
     Approve(DecideArgs),
-    /// Denies a parked call at the admin endpoint.
+    /// Denies a parked call at the admin endpoint, with the admin token
+    /// from $MCP_GATEWAY_ADMIN_TOKEN (else the `[admin]` token of
+    /// --config).
     Deny(DecideArgs),
-    /// Lists the parked calls at the admin endpoint.
+    /// Lists the parked calls at the admin endpoint, with the admin token
+    /// from $MCP_GATEWAY_ADMIN_TOKEN (else the `[admin]` token of
+    /// --config).
     Pending(PendingArgs),
 }
 
@@ -114,17 +132,36 @@ pub struct ServeArgs {
 pub struct DecideArgs {
     /// The parked call's id, as `pending` and the gateway's stderr show it.
     pub id: String,
-    /// The admin endpoint's base URL, e.g. `http://127.0.0.1:8788`.
-    #[arg(long, value_name = "URL")]
-    pub admin: String,
+    /// Where the admin endpoint is.
+    #[command(flatten)]
+    pub endpoint: AdminArgs,
 }
 
 /// `mcp-hints gateway pending`.
 #[derive(Debug, Args)]
 pub struct PendingArgs {
-    /// The admin endpoint's base URL, e.g. `http://127.0.0.1:8788`.
+    /// Where the admin endpoint is.
+    #[command(flatten)]
+    pub endpoint: AdminArgs,
+}
+
+/// Where `pending`, `approve` and `deny` find the admin endpoint and its
+/// token: --admin, else `listen.admin_http` of --config, else
+/// $MCP_GATEWAY_ADMIN_URL; the token from $MCP_GATEWAY_ADMIN_TOKEN, else
+/// the `[admin]` token of --config.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// The admin endpoint's base URL, e.g. `http://127.0.0.1:8788`
+    /// [default: `listen.admin_http` of --config, else
+    /// $MCP_GATEWAY_ADMIN_URL].
     #[arg(long, value_name = "URL")]
-    pub admin: String,
+    pub admin: Option<String>,
+    /// The gateway's config file: the endpoint is its `listen.admin_http`,
+    /// and the token its `[admin]` token when $MCP_GATEWAY_ADMIN_TOKEN is
+    /// not set. Only those keys are read, so the clients' tokens need not
+    /// be set.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `mcp-hints audit`.
@@ -213,7 +250,8 @@ pub struct VerifyArgs {
     pub skip: Vec<String>,
     /// A shell command (`sh -c`) run before each run's server is started,
     /// for a server whose state lives outside its process (a file, a
-    /// database): a failure stops everything.
+    /// database): a failure stops everything, and so does one that takes
+    /// longer than --timeout.
     #[arg(long, value_name = "COMMAND")]
     pub reset: Option<String>,
     /// Do not ask before calling the server's writing tools.
@@ -292,7 +330,7 @@ pub struct TargetArgs {
 pub struct ConnectArgs {
     /// Seconds each request to a live server may take, from its first byte
     /// sent to the last byte of the answer (the stdio server/discover probe
-    /// waits 10 at most); for verify, also the most a `--reset` may take.
+    /// waits 10 at most).
     #[arg(
         long,
         value_name = "SECS",

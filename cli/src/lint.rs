@@ -125,6 +125,11 @@ pub struct Finding {
 pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
     let on = |rule| enabled.contains(&rule);
     let empty = Map::new();
+    let author = if built_with_tool_macro(list) {
+        Author::ToolMacro
+    } else {
+        Author::Wire
+    };
     let mut findings = Vec::new();
     for tool in &list.tools {
         let definition = tool.definition.as_ref().unwrap_or(&empty);
@@ -143,7 +148,7 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
         // Names go into messages for people: escaped and cut (the JSON
         // report's `tool` field keeps the name as served).
         let shown = shown(&tool.name);
-        if let Some((message, note, help)) = undeclared(&shown, &tool.hints) {
+        if let Some((message, note, help)) = undeclared(&shown, &tool.hints, author) {
             push(Rule::UndeclaredHints, message, Some(note), help);
         }
         for (message, help) in contradictions(&shown, &tool.hints) {
@@ -196,10 +201,92 @@ fn is_declared(hints: &ToolHints, hint: Hint) -> bool {
     hints.get(hint).provenance == Provenance::Declared
 }
 
+/// Who a finding's help speaks to: the author of any server (in the
+/// wire's fields), or one who wrote the tools with mcp-hints' `#[tool]`
+/// (in its flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Author {
+    Wire,
+    ToolMacro,
+}
+
+/// Whether `list` was served by a server built with mcp-hints' `#[tool]`:
+/// at least one tool carries `_meta["mcp-hints/provenance"]` as `#[tool]`
+/// writes it (only on a tool that left a hint to its default, each of the
+/// four `declared` or `defaulted`), and none carries it otherwise. The
+/// gateway writes the key on every tool, with `asserted` too and all four
+/// `declared` on a fully declared tool: its tools come from any server, so
+/// its list is not taken for one built with `#[tool]`.
+fn built_with_tool_macro(list: &ToolList) -> bool {
+    let mut seen = false;
+    for tool in &list.tools {
+        let provenance = tool
+            .definition
+            .as_ref()
+            .and_then(|definition| definition.get("_meta"))
+            .and_then(|meta| meta.get(mcp_hints::PROVENANCE_META_KEY));
+        let Some(provenance) = provenance else {
+            continue;
+        };
+        let Some(provenance) = provenance.as_object() else {
+            return false;
+        };
+        let as_written = Hint::ALL.iter().all(|hint| {
+            matches!(
+                provenance.get(hint.wire_name()).and_then(Value::as_str),
+                Some("declared" | "defaulted")
+            )
+        }) && provenance.len() == Hint::ALL.len()
+            && provenance.values().any(|value| value == "defaulted");
+        if !as_written {
+            return false;
+        }
+        seen = true;
+    }
+    seen
+}
+
+/// The `#[tool]` flags that settle the `open` hints, in the words of the
+/// build's own warning.
+fn flag_fixes(open: &[Hint]) -> String {
+    let is_open = |hint| open.contains(&hint);
+    let flag = |name: &str| format!("`#[tool({name})]`");
+    let either = |a: &str, b: &str| format!("{} or {}", flag(a), flag(b));
+    let mut fixes = Vec::new();
+    if is_open(Hint::ReadOnly) {
+        fixes.push(format!(
+            "{} (or {}/{} with {}/{})",
+            flag("read_only"),
+            flag("idempotent"),
+            flag("non_idempotent"),
+            flag("destructive"),
+            flag("additive")
+        ));
+    } else {
+        if is_open(Hint::Idempotent) {
+            fixes.push(either("idempotent", "non_idempotent"));
+        }
+        if is_open(Hint::Destructive) {
+            fixes.push(either("destructive", "additive"));
+        }
+    }
+    if is_open(Hint::OpenWorld) {
+        fixes.push(format!(
+            "{} (or `#[tool_router(closed_world)]` for every tool)",
+            either("open_world", "closed_world")
+        ));
+    }
+    format!(
+        "add {} (the server's `_meta` shows it was built with mcp-hints' `#[tool]`; flags \
+         combine: `#[tool(non_idempotent, additive)]`)",
+        fixes.join(", and ")
+    )
+}
+
 /// The macro's rule on the wire: the read/write side is settled by
 /// readOnlyHint true, or by both destructiveHint and idempotentHint; the world
 /// by openWorldHint.
-fn undeclared(name: &str, hints: &ToolHints) -> Option<(String, String, String)> {
+fn undeclared(name: &str, hints: &ToolHints, author: Author) -> Option<(String, String, String)> {
     let read_only = hints.get(Hint::ReadOnly);
     let read_write_settled = (read_only.value && read_only.provenance == Provenance::Declared)
         || (is_declared(hints, Hint::Destructive) && is_declared(hints, Hint::Idempotent));
@@ -262,14 +349,17 @@ fn undeclared(name: &str, hints: &ToolHints) -> Option<(String, String, String)>
             join(&assumed),
             join(&consequences)
         ),
-        format!("declare {} in the tool's `annotations`", {
-            match fixes.split_first() {
-                Some((first, rest)) if first.contains(", or") && !rest.is_empty() => {
-                    format!("{first}; and {}", join(rest))
+        match author {
+            Author::ToolMacro => flag_fixes(&open),
+            Author::Wire => format!("declare {} in the tool's `annotations`", {
+                match fixes.split_first() {
+                    Some((first, rest)) if first.contains(", or") && !rest.is_empty() => {
+                        format!("{first}; and {}", join(rest))
+                    }
+                    _ => join(&fixes),
                 }
-                _ => join(&fixes),
-            }
-        }),
+            }),
+        },
     ))
 }
 

@@ -1264,6 +1264,141 @@ on_expiry = "deny"
     );
 }
 
+/// A loopback port nothing listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The first stderr line of `gateway` holding `needle` (waits 30 s at most).
+fn stderr_line(gateway: &Gateway, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = gateway
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|line| line.contains(needle))
+            .cloned();
+        if let Some(line) = found {
+            return line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no `{needle}` on stderr:\n{}",
+            gateway.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `sh -c COMMAND` from `/`, with `mcp-hints` on `PATH` and `env` set.
+fn shell(command: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_mcp-hints")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut shell = Command::new("sh");
+    shell
+        .args(["-c", command])
+        .current_dir("/")
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env_remove("MCP_GATEWAY_ADMIN_TOKEN")
+        .env_remove("MCP_GATEWAY_ADMIN_URL");
+    for (name, value) in env {
+        shell.env(name, value);
+    }
+    shell.output().unwrap()
+}
+
+#[test]
+fn the_approve_command_the_gateway_prints_runs_as_printed() {
+    let dir = scratch("approve-as-printed");
+    let extra = r#"[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "count"
+timeout_secs = 60
+"#;
+    let port = free_port();
+    let config = fx_admin_config(&dir, &[], extra).replace(
+        "admin_http = \"127.0.0.1:0\"",
+        &format!("admin_http = \"127.0.0.1:{port}\""),
+    );
+    let gateway = Arc::new(Gateway::start(&dir, &config));
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
+        })
+    };
+    let line = stderr_line(&gateway, "is parked for approval: ");
+    let printed = line.split("is parked for approval: ").nth(1).unwrap();
+    let config_path = std::path::absolute(dir.join("gateway.toml")).unwrap();
+    assert!(
+        printed.ends_with(&format!(" --config {}", config_path.display())),
+        "{printed}"
+    );
+
+    // `pending` finds the endpoint from the config, and the token there too.
+    let pending = shell(
+        &format!(
+            "mcp-hints gateway pending --config '{}'",
+            config_path.display()
+        ),
+        &[],
+    );
+    let listed = String::from_utf8_lossy(&pending.stdout);
+    assert!(
+        pending.status.success() && listed.contains("1 call parked"),
+        "{listed}{}",
+        String::from_utf8_lossy(&pending.stderr)
+    );
+    // The printed command, as printed, with the admin's token set.
+    let approved = shell(printed, &[("MCP_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN)]);
+    assert!(
+        approved.status.success(),
+        "`{printed}`: {}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    assert!(String::from_utf8_lossy(&approved.stdout).starts_with("approved "));
+    let session = client.join().unwrap();
+    assert_eq!(session["results"][0]["isError"], false, "{session}");
+    assert_eq!(executions(&dir), 1);
+
+    // The endpoint from the environment, with neither flag.
+    let admin = format!("http://127.0.0.1:{port}");
+    let from_env = shell(
+        "mcp-hints gateway pending",
+        &[
+            ("MCP_GATEWAY_ADMIN_URL", admin.as_str()),
+            ("MCP_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN),
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&from_env.stdout),
+        "no parked calls\n"
+    );
+    // And with none of them: exit 2, saying what to give.
+    let nowhere = shell("mcp-hints gateway pending", &[]);
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&nowhere.stderr).contains(
+            "give the admin endpoint: --config FILE (the gateway's config), --admin URL, or \
+             MCP_GATEWAY_ADMIN_URL"
+        ),
+        "{}",
+        String::from_utf8_lossy(&nowhere.stderr)
+    );
+}
+
 #[test]
 fn a_parked_call_nobody_answers_becomes_its_rules_on_expiry() {
     let dir = scratch("approval-expiry");
@@ -1292,7 +1427,14 @@ on_expiry = "approve"
     );
     let results = session["results"].as_array().unwrap();
     assert_eq!(results[0]["isError"], true, "{}", results[0]);
-    assert!(text(&results[0]).contains("expired"), "{}", results[0]);
+    assert!(
+        text(&results[0]).starts_with(
+            "`fx__count` was not approved within 1 s, so it expired and was denied under the \
+             gateway's rule[0]"
+        ),
+        "{}",
+        results[0]
+    );
     assert_eq!(results[1]["isError"], false, "{}", results[1]);
     assert_eq!(text(&results[1]), "went on");
     assert_eq!(executions(&dir), 0, "the expired, denied call never ran");
@@ -1561,6 +1703,87 @@ fn notes_config(extra: &str) -> String {
         "{PREAMBLE}\n[[upstream]]\nname = \"notes\"\ncommand = {}\n\n{extra}",
         toml_list(&[notes])
     )
+}
+
+#[test]
+fn a_relative_command_not_found_names_the_directory_it_was_resolved_against() {
+    let dir = scratch("relative-command");
+    let extra = "[[upstream]]\nname = \"lost\"\ncommand = [\"target/debug/no-such-server\"]\n";
+    let gateway = Gateway::start(&dir, &notes_config(extra));
+    let dir = std::path::absolute(&dir).unwrap();
+    let line = stderr_line(&gateway, "upstream `lost` is unavailable");
+    assert!(
+        line.contains(&format!(
+            "cannot start `{dir}/target/debug/no-such-server`: No such file or directory (os \
+             error 2): no `no-such-server` in {dir}/target/debug (a relative `command` is \
+             resolved against the config file's directory, {dir})",
+            dir = dir.display()
+        )),
+        "{line}"
+    );
+}
+
+/// The Python client of the README's Gateway section, exactly as printed
+/// there (the one ```python block of that section).
+fn readme_python_client() -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let section = &readme[readme.find("\n## Gateway\n").expect("a Gateway section")..];
+    let section = &section[..section[1..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 1)];
+    let start = section
+        .find("```python\n")
+        .expect("a Python block in the Gateway section")
+        + "```python\n".len();
+    let end = section[start..].find("```").unwrap();
+    section[start..start + end].to_owned()
+}
+
+#[test]
+fn the_readme_python_client_works_as_printed() {
+    let dir = scratch("readme-python");
+    let snippet = readme_python_client();
+    assert!(
+        snippet.contains("\"http://127.0.0.1:8787/mcp\""),
+        "{snippet}"
+    );
+    let gateway = Gateway::start(&dir, &notes_config(""));
+    // The README's gateway listens on 8787; this one on a free port.
+    let script = dir.join("client.py");
+    std::fs::write(
+        &script,
+        snippet.replace("http://127.0.0.1:8787/mcp", &gateway.url),
+    )
+    .unwrap();
+    let output = Command::new(installed().python())
+        .arg(&script)
+        .env("ALICE_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}\n--- gateway stderr ---\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        gateway.stderr()
+    );
+    let mut lines = stdout.lines();
+    let names = lines.next().unwrap();
+    assert!(
+        names.starts_with("['notes__add_note', 'notes__append_note'"),
+        "{stdout}"
+    );
+    assert!(names.contains("'notes__list_notes'"), "{stdout}");
+    assert!(
+        lines.next().is_some(),
+        "list_notes printed nothing: {stdout}"
+    );
+    // The call reached the gateway under alice's token.
+    let log = gateway.log();
+    assert_eq!(log[0]["principal"], "alice");
+    assert_eq!(log[0]["tool"], "list_notes");
 }
 
 #[test]

@@ -73,8 +73,82 @@ fn an_undeclared_tool_builds_with_the_warning_and_lints_in_the_same_words() {
         undeclared["message"],
         "tool `touch` leaves readOnlyHint, destructiveHint and idempotentHint undeclared"
     );
+    // The server's `_meta` shows it was built with `#[tool]`: the help
+    // names the flags to add, not the wire's fields.
+    assert_eq!(
+        undeclared["help"],
+        "add `#[tool(read_only)]` (or `#[tool(idempotent)]`/`#[tool(non_idempotent)]` with \
+         `#[tool(destructive)]`/`#[tool(additive)]`) (the server's `_meta` shows it was built \
+         with mcp-hints' `#[tool]`; flags combine: `#[tool(non_idempotent, additive)]`)"
+    );
     // The build's warning says what the command's finding says.
     let note = undeclared["note"].as_str().unwrap();
     let said = format!("{}, so {}", undeclared["message"].as_str().unwrap(), note);
     assert!(warning.contains(&said), "{warning}\ndoes not say\n{said}");
+}
+
+/// `scripts/demo` builds everything it runs in one `cargo build`: the
+/// crates its packages share are then compiled once, with one set of
+/// features. A `cargo` on `PATH` that records its arguments stands in for
+/// the real one, and the binaries it would build for the programs.
+#[cfg(unix)]
+#[test]
+fn the_demo_builds_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-builds-once");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let bin = scratch.join("bin");
+    let debug = scratch.join("target").join("debug");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&debug).unwrap();
+    let calls = scratch.join("cargo-calls");
+    let executable = |path: &Path, text: &str| {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    executable(
+        &bin.join("cargo"),
+        &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", calls.display()),
+    );
+    for program in [
+        "notes",
+        "list-tools",
+        "notes-client",
+        "mcp-hints",
+        "fault-proxy",
+    ] {
+        executable(&debug.join(program), "#!/bin/sh\nexit 0\n");
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let demo = Command::new("bash")
+        .arg(workspace.join("scripts").join("demo"))
+        .env("PATH", path)
+        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .output()
+        .unwrap();
+    assert!(demo.status.success(), "{demo:?}");
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let builds: Vec<&str> = calls
+        .lines()
+        .filter(|call| call.starts_with("build"))
+        .collect();
+    assert_eq!(builds.len(), 1, "{calls}");
+    for wanted in [
+        "-p mcp-hints-examples",
+        "-p mcp-hints-cli",
+        "-p mcp-hints-faults",
+        "--bin notes ",
+        "--bin list-tools",
+        "--bin notes-client",
+        "--bin mcp-hints ",
+        "--bin fault-proxy",
+        "--features mcp-hints-examples/lint-demo",
+    ] {
+        assert!(
+            builds[0].contains(wanted),
+            "`{wanted}` not in `{}`",
+            builds[0]
+        );
+    }
 }

@@ -229,3 +229,74 @@ fn collisions_among_16000_tools_are_found_exactly_in_one_pass() {
             .find(|(found, expected)| found != expected)
     });
 }
+
+/// `_meta["mcp-hints/provenance"]` as `#[tool]` writes it: on a tool that
+/// left a hint to its default, each of the four hints named.
+fn provenance(defaulted: &[&str]) -> Value {
+    let hints = [
+        "readOnlyHint",
+        "destructiveHint",
+        "idempotentHint",
+        "openWorldHint",
+    ];
+    let map: serde_json::Map<String, Value> = hints
+        .iter()
+        .map(|hint| {
+            let source = if defaulted.contains(hint) {
+                "defaulted"
+            } else {
+                "declared"
+            };
+            ((*hint).to_owned(), Value::from(source))
+        })
+        .collect();
+    json!({ "mcp-hints/provenance": map })
+}
+
+#[test]
+fn undeclared_hints_of_a_server_built_with_the_tool_macro_name_its_flags() {
+    let append = json!({
+        "name": "append",
+        "title": "Append",
+        "inputSchema": { "type": "object" },
+        "annotations": {
+            "readOnlyHint": false, "destructiveHint": false,
+            "idempotentHint": false, "openWorldHint": true,
+        },
+        "_meta": provenance(&["idempotentHint", "openWorldHint"]),
+    });
+    let helps = |tools: Vec<Value>| -> Vec<String> {
+        lint("tool-macro", tools)
+            .into_iter()
+            .filter(|finding| finding.0 == "undeclared_hints")
+            .map(|finding| finding.5)
+            .collect()
+    };
+    assert_eq!(
+        helps(vec![append.clone(), clean_tool("read")]),
+        [
+            "add `#[tool(idempotent)]` or `#[tool(non_idempotent)]`, and `#[tool(open_world)]` or \
+          `#[tool(closed_world)]` (or `#[tool_router(closed_world)]` for every tool) (the \
+          server's `_meta` shows it was built with mcp-hints' `#[tool]`; flags combine: \
+          `#[tool(non_idempotent, additive)]`)"
+        ]
+    );
+    // The same tool without the `_meta`, or beside a tool whose provenance
+    // is not as `#[tool]` writes it (a gateway's: every hint `declared`, or
+    // `asserted`): the wire's fields.
+    let mut plain = append.clone();
+    plain.as_object_mut().unwrap().remove("_meta");
+    let annotations = plain["annotations"].as_object_mut().unwrap();
+    annotations.remove("idempotentHint");
+    annotations.remove("openWorldHint");
+    let mut gatewayed = clean_tool("other");
+    gatewayed["_meta"] = provenance(&[]);
+    let mut asserted = clean_tool("asserted");
+    asserted["_meta"] = provenance(&["openWorldHint"]);
+    asserted["_meta"]["mcp-hints/provenance"]["readOnlyHint"] = json!("asserted");
+    let wire = "declare idempotentHint and openWorldHint in the tool's `annotations`";
+    assert_eq!(helps(vec![plain]), [wire]);
+    assert_eq!(helps(vec![append.clone(), gatewayed]), [wire]);
+    let found = helps(vec![append, asserted]);
+    assert_eq!(found[0], wire, "{found:?}");
+}

@@ -5,8 +5,10 @@
 //! The macro sees the argument struct only through the method's pattern,
 //! `Parameters(Payment { request_id, cents }): Parameters<Payment>`. Where
 //! the pattern names every field (no `..`), a key no field matches is an
-//! error here; where it names the field, its type is checked by the
-//! generated code. The input schema itself, which serde renames shape, is
+//! error here; elsewhere (`Parameters(p)`, `{ cents, .. }`) the generated
+//! code names the field (`p.request_id`, spanned at the key), so rustc
+//! itself refuses a key that is no field of `T`, listing the fields, and
+//! checks its type. The input schema itself, which serde renames shape, is
 //! checked when the router is built (`__private::keyed_route`).
 
 use proc_macro2::TokenStream;
@@ -139,13 +141,36 @@ pub fn field_is_a_string(tool: &ToolFn) -> TokenStream {
     let Some((pat, ty)) = parameters(&tool.item) else {
         return TokenStream::new();
     };
-    let Some(field) = struct_pattern(pat).and_then(|pattern| key_field(pattern, &key.value()))
-    else {
-        return TokenStream::new();
+    let pattern = struct_pattern(pat);
+    let field = match pattern.and_then(|pattern| key_field(pattern, &key.value())) {
+        Some(field) => field.to_string(),
+        // Every field named and none the key: `check` said so already.
+        None if pattern.is_some_and(|pattern| pattern.rest.is_none()) => {
+            return TokenStream::new();
+        }
+        // The pattern hides the fields (`Parameters(p)`, `{ text, .. }`):
+        // rustc itself checks that `T` has the field, naming the fields it
+        // has. The key names the field as Rust spells it, or as serde's
+        // `rename_all = "camelCase"` does (`requestId`); a key that is no
+        // identifier (`request-id`, another rename) is left to the schema
+        // check when the router is built.
+        None => {
+            let key = key.value();
+            let candidate = if key.contains(|c: char| c.is_ascii_uppercase()) {
+                snake_case(&key)
+            } else {
+                key
+            };
+            if syn::parse_str::<syn::Ident>(&candidate).is_err() {
+                return TokenStream::new();
+            }
+            candidate
+        }
     };
     let p = private();
-    // Every token at the key, so that a wrong type is reported there.
-    let field = syn::Ident::new(&field.to_string(), key.span());
+    // Every token at the key, so that a wrong type or a missing field is
+    // reported there.
+    let field = syn::Ident::new(&field, key.span());
     quote_spanned! {key.span()=>
         #[allow(dead_code)]
         fn __idempotency_key_is_a_string(arguments: &#ty) {

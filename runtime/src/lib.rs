@@ -73,8 +73,16 @@ pub use rmcp;
 /// no field of the argument pattern matches, or a field that is not a
 /// string; outside `#[tool_router]`; and on a server that does not
 /// implement [`IdempotentServer`](idempotency::IdempotentServer). Where the
-/// pattern hides the fields, building the router panics when the input
-/// schema lacks the key as a required string.
+/// pattern hides the fields (`Parameters(p): Parameters<T>`), the key must
+/// still be a field of `T`, as Rust spells it or as serde's `rename_all =
+/// "camelCase"` does (`requestId` for `request_id`): a key that is not is a
+/// compile error at the key (rustc's "no field", listing `T`'s fields). A
+/// key that is no Rust identifier (`request-id`) is checked against the
+/// input schema when the router is built: when the schema lacks it as a
+/// required string, the router is still built (no panic: it is built on
+/// every request), the tool is listed, and every call of it is answered
+/// with a JSON-RPC internal error (-32603) naming the key and what to add,
+/// logged once.
 ///
 /// ```compile_fail
 /// # use mcp_hints::{tool, tool_router};

@@ -589,12 +589,17 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// How long the admin client waits for the endpoint: 30 seconds.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The environment variable `approve`, `deny` and `pending` read the admin
+/// endpoint's base URL from when neither `--admin` nor `--config` is given.
+pub const ADMIN_URL_ENV: &str = "MCP_GATEWAY_ADMIN_URL";
+
 /// `mcp-hints gateway approve ID`, `deny ID` and `pending`: sends the
-/// request to the gateway's admin endpoint at `admin_url` (its base, e.g.
-/// `http://127.0.0.1:8788`) with `Authorization: Bearer` and the token from
-/// `$MCP_GATEWAY_ADMIN_TOKEN`, and prints the result: `approved ID`,
-/// `denied ID`, or a table of the parked calls with their arguments.
-/// Returns exit status 0.
+/// request to the gateway's admin endpoint (its base URL, e.g.
+/// `http://127.0.0.1:8788`: `--admin`, else `listen.admin_http` of
+/// `--config`, else `$MCP_GATEWAY_ADMIN_URL`) with `Authorization: Bearer`
+/// and the token from `$MCP_GATEWAY_ADMIN_TOKEN` (else the `[admin]` token
+/// of `--config`), and prints the result: `approved ID`, `denied ID`, or a
+/// table of the parked calls with their arguments. Returns exit status 0.
 ///
 /// The endpoint's side: `GET /pending` answers 200 with `{"pending":
 /// [Parked, ...]}` ([`Parked`] serialised; a bare array is read too);
@@ -604,21 +609,141 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// # Errors
 ///
-/// A message (exit status 2): no token in the environment, no or a bad
-/// `ID` for approve and deny, a URL that is not http(s), an endpoint that
-/// cannot be reached, 401 (a wrong token), 404 (no such parked call, or no
-/// admin endpoint at the URL), any other status, or an answer that is not
-/// the shape above.
-pub async fn run_decide(action: Decide, id: Option<&str>, admin_url: &str) -> Result<u8, String> {
-    let token = std::env::var(ADMIN_TOKEN_ENV).unwrap_or_default();
-    if token.is_empty() {
-        return Err(format!(
-            "set {ADMIN_TOKEN_ENV} to the gateway's admin token (its `[admin]` token)"
-        ));
-    }
-    let by = std::env::var("USER").ok().filter(|user| !user.is_empty());
-    let out = decide(action, id, admin_url, &token, by).await?;
+/// A message (exit status 2): no endpoint given anywhere, a config that
+/// cannot be read or names none, no token, no or a bad `ID` for approve
+/// and deny, a URL that is not http(s), an endpoint that cannot be
+/// reached, 401 (a wrong token), 404 (no such parked call, or no admin
+/// endpoint at the URL), any other status, or an answer that is not the
+/// shape above.
+pub async fn run_decide(
+    action: Decide,
+    id: Option<&str>,
+    endpoint: &crate::args::AdminArgs,
+) -> Result<u8, String> {
+    let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let (admin_url, token) = admin_endpoint(endpoint, &env)?;
+    let by = env("USER");
+    let out = decide(action, id, &admin_url, &token, by).await?;
     crate::print(&out).map(|()| 0)
+}
+
+/// The admin endpoint's base URL and token for `endpoint`'s flags, with
+/// the environment given (`env(NAME)`: the variable's non-empty value).
+fn admin_endpoint(
+    endpoint: &crate::args::AdminArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, String), String> {
+    let admin = match &endpoint.config {
+        Some(path) => Some(AdminOfConfig::read(path, env)?),
+        None => None,
+    };
+    let url = match (&endpoint.admin, &admin) {
+        (Some(url), _) => url.clone(),
+        (None, Some(admin)) => admin.url.clone().ok_or_else(|| {
+            format!(
+                "{}: `listen.admin_http` is not set, so the gateway has no admin endpoint",
+                admin.path.display()
+            )
+        })?,
+        (None, None) => env(ADMIN_URL_ENV).ok_or_else(|| {
+            format!(
+                "give the admin endpoint: --config FILE (the gateway's config), --admin URL, \
+                 or {ADMIN_URL_ENV}"
+            )
+        })?,
+    };
+    let token = env(ADMIN_TOKEN_ENV)
+        .or_else(|| admin.and_then(|admin| admin.token))
+        .ok_or_else(|| {
+            format!("set {ADMIN_TOKEN_ENV} to the gateway's admin token (its `[admin]` token)")
+        })?;
+    Ok((url, token))
+}
+
+/// What `--config` says of the admin endpoint. Only `listen.admin_http`
+/// and `[admin]` are read: an approver needs none of the clients' tokens.
+struct AdminOfConfig {
+    path: PathBuf,
+    /// `http://` and `listen.admin_http`, an unspecified address (`0.0.0.0`,
+    /// `::`) reached at loopback.
+    url: Option<String>,
+    /// `[admin] token`, or the value of the variable `token_env` names.
+    token: Option<String>,
+}
+
+impl AdminOfConfig {
+    fn read(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<AdminOfConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+        let string = |section: &str, key: &str| -> Result<Option<String>, String> {
+            match table.get(section).and_then(|value| value.get(key)) {
+                None => Ok(None),
+                Some(toml::Value::String(text)) => Ok(Some(text.clone())),
+                Some(_) => Err(format!(
+                    "{}: {section}.{key}: expected a string",
+                    path.display()
+                )),
+            }
+        };
+        let url = match string("listen", "admin_http")? {
+            None => None,
+            Some(address) => {
+                let mut address: std::net::SocketAddr = address.parse().map_err(|_| {
+                    format!(
+                        "{}: listen.admin_http: `{}` is not IP:PORT",
+                        path.display(),
+                        shown(&address)
+                    )
+                })?;
+                if address.port() == 0 {
+                    return Err(format!(
+                        "{}: listen.admin_http has port 0, so only the gateway knows its port: \
+                         give --admin with the address its stderr says (`gateway: admin endpoint \
+                         at ...`)",
+                        path.display()
+                    ));
+                }
+                if address.ip().is_unspecified() {
+                    address.set_ip(match address {
+                        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                    });
+                }
+                Some(format!("http://{address}"))
+            }
+        };
+        let token = match string("admin", "token")? {
+            Some(token) => Some(token),
+            None => string("admin", "token_env")?.and_then(|name| env(&name)),
+        };
+        Ok(AdminOfConfig {
+            path: path.to_owned(),
+            url,
+            token,
+        })
+    }
+}
+
+/// How the gateway's stderr says to reach its admin endpoint in a
+/// command it prints (`mcp-hints gateway approve ID FLAG`): `--config
+/// PATH` (absolute, so it works from any directory) when the config's
+/// `listen.admin_http` names the port bound at `bound`, else `--admin
+/// http://BOUND` (port 0 in the config: only the gateway knows the port).
+pub fn admin_flag(
+    config: &Path,
+    configured: std::net::SocketAddr,
+    bound: std::net::SocketAddr,
+) -> String {
+    if configured.port() == 0 || configured.port() != bound.port() {
+        return format!("--admin http://{bound}");
+    }
+    let path = std::path::absolute(config).unwrap_or_else(|_| config.to_owned());
+    format!(
+        "--config {}",
+        crate::text::shell_word(&path.to_string_lossy())
+    )
 }
 
 /// [`run_decide`] with its token and approver given: the text to print.

@@ -296,6 +296,11 @@ pub enum UpstreamTransport {
         args: Vec<String>,
         /// `env`: variables set for the server, on top of the gateway's own.
         env: BTreeMap<String, String>,
+        /// The directory a relative `PROGRAM` (one with a `/`) was resolved
+        /// against, made absolute: the config file's directory. `None` for
+        /// an absolute program or a bare name. For messages: a program
+        /// that is not there is named with it.
+        resolved_against: Option<PathBuf>,
     },
     /// `url = "http(s)://..."` with optional `headers`: a streamable HTTP
     /// server.
@@ -1223,11 +1228,21 @@ impl Reader<'_> {
         };
         // A bare name is for PATH; a relative path is the operator's file
         // next to the config.
-        let program = if program.contains('/') && Path::new(&program).is_relative() {
-            self.resolve(&program).to_string_lossy().into_owned()
-        } else {
-            program
-        };
+        let (program, resolved_against) =
+            if program.contains('/') && Path::new(&program).is_relative() {
+                // A config named without a directory: the working one.
+                let against = if self.dir.as_os_str().is_empty() {
+                    std::env::current_dir().unwrap_or_default()
+                } else {
+                    std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone())
+                };
+                (
+                    self.resolve(&program).to_string_lossy().into_owned(),
+                    Some(against),
+                )
+            } else {
+                (program, None)
+            };
         let mut ok = true;
         let mut vars = BTreeMap::new();
         for (name, value) in env.map(Spanned::into_inner).unwrap_or_default() {
@@ -1246,6 +1261,7 @@ impl Reader<'_> {
             program,
             args: words.collect(),
             env: vars,
+            resolved_against,
         })
     }
 
@@ -1861,6 +1877,7 @@ action = "allow"
                         "MEMORY_FILE_PATH".to_owned(),
                         "/tmp/m.jsonl".to_owned()
                     )]),
+                    resolved_against: None,
                 },
                 trusted: true,
                 call_timeout: Duration::from_secs(10),

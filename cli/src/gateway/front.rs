@@ -213,6 +213,9 @@ pub struct Gateway {
     /// The tools the served list leaves out for their names, as last said
     /// on stderr: each is said once while it stays left out.
     left_out: Mutex<HashSet<(String, String)>>,
+    /// How the commands the gateway prints reach its admin endpoint
+    /// (`--config PATH` or `--admin URL`), set once it is bound.
+    admin_flag: std::sync::OnceLock<String>,
 }
 
 impl Gateway {
@@ -256,7 +259,23 @@ impl Gateway {
             sessions: Mutex::new(Vec::new()),
             changed: Mutex::new(Some(receiver)),
             left_out: Mutex::new(left_out),
+            admin_flag: std::sync::OnceLock::new(),
         })
+    }
+
+    /// `mcp-hints gateway approve ID ...` for the call `id`, as an approver
+    /// can run it: with `--config PATH` when the config names the admin
+    /// endpoint's port, else `--admin URL`.
+    fn approve_command(&self, id: &str) -> String {
+        let flag = self.admin_flag.get().cloned().unwrap_or_else(|| {
+            let path =
+                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
+            format!(
+                "--config {}",
+                crate::text::shell_word(&path.to_string_lossy())
+            )
+        });
+        format!("mcp-hints gateway approve {id} {flag}")
     }
 
     /// `(upstream, tool)` of every tool its upstreams last listed, by the
@@ -692,10 +711,10 @@ impl Front {
                 let parked = parked(&record, &arguments, timeout, reason);
                 let id = parked.id.clone();
                 eprintln!(
-                    "gateway: call {id} of `{}` by `{}` is parked for approval: mcp-hints gateway \
-                     approve {id}",
+                    "gateway: call {id} of `{}` by `{}` is parked for approval: {}",
                     name.escape_debug(),
-                    principal.escape_debug()
+                    principal.escape_debug(),
+                    gateway.approve_command(&id)
                 );
                 let abandon = AbandonOnDrop::arm(&gateway.log, &record, rule_text.clone());
                 let resolution = gateway
@@ -704,12 +723,17 @@ impl Front {
                     .await;
                 abandon.disarm();
                 let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
-                let by = match &resolution {
-                    Resolution::Approved { by } | Resolution::Denied { by } => by.clone(),
-                    Resolution::Expired { .. } => "its timeout".to_owned(),
+                // How it ended, in the words of the refusal.
+                let how = match &resolution {
+                    Resolution::Approved { by } => format!("was approved by {}", by.escape_debug()),
+                    Resolution::Denied { by } => format!("was denied by {}", by.escape_debug()),
+                    Resolution::Expired { .. } => format!(
+                        "was not approved within {} s, so it expired and was denied",
+                        timeout.as_secs()
+                    ),
                     Resolution::Abandoned => {
                         said_abandoned(&id, &name);
-                        "its client withdrew it".to_owned()
+                        "was withdrawn by its client".to_owned()
                     }
                 };
                 // The finished entry names how the approval ended.
@@ -726,8 +750,7 @@ impl Front {
                         .await;
                     return Ok(refusal(
                         format!(
-                            "`{}` was {decision} ({by}) under the gateway's {}; it was not \
-                             forwarded",
+                            "`{}` {how} under the gateway's {}; it was not forwarded",
                             name.escape_debug(),
                             rule_text.as_deref().unwrap_or("approval rule")
                         ),
@@ -789,9 +812,10 @@ impl Front {
         );
         let id = parked.id.clone();
         eprintln!(
-            "gateway: call {id} of drifted tool `{}` is parked: {what}; mcp-hints gateway approve \
-             {id} approves the new definition",
-            name.escape_debug()
+            "gateway: call {id} of drifted tool `{}` is parked: {what}; {} approves the new \
+             definition",
+            name.escape_debug(),
+            self.gateway.approve_command(&id)
         );
         let abandon = AbandonOnDrop::arm(&self.gateway.log, record, None);
         let resolution = self
@@ -1589,6 +1613,11 @@ pub async fn serve_admin(
     let bound = listener
         .local_addr()
         .map_err(|error| format!("listen.admin_http: {error}"))?;
+    let _ = gateway.admin_flag.set(super::approval::admin_flag(
+        &gateway.config.path,
+        address,
+        bound,
+    ));
     let routes = axum::Router::new()
         .route("/pending", get(admin_pending))
         .route("/approve/{id}", post(admin_approve))

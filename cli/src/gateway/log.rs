@@ -579,6 +579,155 @@ pub struct LogArgs {
     /// Print the matching entries as JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The table's columns, in this order, comma-separated: time, id,
+    /// principal, upstream, tool, decision, phase, outcome, attempts,
+    /// hints, args, rule; or `all`. Default: all of them, or, on a
+    /// terminal, the most that fit its width (id, args, hints, attempts
+    /// and phase are left out first).
+    // Each part as given: one column, or every one for `all`.
+    #[arg(
+        long,
+        value_name = "COLUMNS",
+        value_delimiter = ',',
+        value_parser = parse_column,
+        conflicts_with = "json"
+    )]
+    pub columns: Vec<Vec<Column>>,
+}
+
+/// A column of `gateway log`'s table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    /// `TIME`: the entry's time, RFC 3339.
+    Time,
+    /// `ID`: the call's id.
+    Id,
+    /// `PRINCIPAL`.
+    Principal,
+    /// `UPSTREAM`.
+    Upstream,
+    /// `TOOL`: the upstream's own name for it.
+    Tool,
+    /// `DECISION`.
+    Decision,
+    /// `PHASE`: `decided` or `finished`.
+    Phase,
+    /// `OUTCOME` of a finished call.
+    Outcome,
+    /// `ATTEMPTS`: how many times it was sent.
+    Attempts,
+    /// `HINTS`: the hints that were true, with their sources.
+    Hints,
+    /// `ARGS SHA256`: the arguments' digest, its first 12 hex digits.
+    Args,
+    /// `RULE`: the rule that decided.
+    Rule,
+}
+
+impl Column {
+    /// Every column, in the table's order.
+    pub const ALL: [Column; 12] = [
+        Column::Time,
+        Column::Id,
+        Column::Principal,
+        Column::Upstream,
+        Column::Tool,
+        Column::Decision,
+        Column::Phase,
+        Column::Outcome,
+        Column::Attempts,
+        Column::Hints,
+        Column::Args,
+        Column::Rule,
+    ];
+
+    /// The columns a table too wide for the terminal leaves out, first
+    /// to last.
+    const LEFT_OUT_FIRST: [Column; 5] = [
+        Column::Id,
+        Column::Args,
+        Column::Hints,
+        Column::Attempts,
+        Column::Phase,
+    ];
+
+    /// Its name for `--columns`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Time => "time",
+            Column::Id => "id",
+            Column::Principal => "principal",
+            Column::Upstream => "upstream",
+            Column::Tool => "tool",
+            Column::Decision => "decision",
+            Column::Phase => "phase",
+            Column::Outcome => "outcome",
+            Column::Attempts => "attempts",
+            Column::Hints => "hints",
+            Column::Args => "args",
+            Column::Rule => "rule",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Column::Args => "ARGS SHA256",
+            Column::Time => "TIME",
+            Column::Id => "ID",
+            Column::Principal => "PRINCIPAL",
+            Column::Upstream => "UPSTREAM",
+            Column::Tool => "TOOL",
+            Column::Decision => "DECISION",
+            Column::Phase => "PHASE",
+            Column::Outcome => "OUTCOME",
+            Column::Attempts => "ATTEMPTS",
+            Column::Hints => "HINTS",
+            Column::Rule => "RULE",
+        }
+    }
+
+    fn cell(self, entry: &Entry) -> Cell {
+        let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
+        match self {
+            Column::Time => Cell::plain(&entry.time),
+            Column::Id => Cell::plain(&entry.id),
+            Column::Principal => Cell::plain(&entry.principal),
+            Column::Upstream => Cell::plain(&entry.upstream),
+            Column::Tool => Cell::plain(&entry.tool),
+            Column::Decision => Cell::plain(&entry.decision),
+            Column::Phase => Cell::plain(&entry.phase),
+            Column::Outcome => Cell::plain(&optional(&entry.outcome)),
+            Column::Attempts => Cell::plain(&entry.attempts.map_or("-".into(), |n| n.to_string())),
+            Column::Hints => Cell::plain(&hints_text(&entry.hints)),
+            Column::Args => Cell::plain(
+                entry
+                    .arguments_sha256
+                    .get(..12)
+                    .unwrap_or(&entry.arguments_sha256),
+            ),
+            Column::Rule => Cell::plain(&optional(&entry.rule)),
+        }
+    }
+}
+
+/// One part of `--columns time,tool,decision`: a column's name, or `all`
+/// for every column.
+fn parse_column(text: &str) -> Result<Vec<Column>, String> {
+    if text.trim() == "all" {
+        return Ok(Column::ALL.to_vec());
+    }
+    Column::ALL
+        .into_iter()
+        .find(|column| column.name() == text.trim())
+        .map(|column| vec![column])
+        .ok_or_else(|| {
+            let names: Vec<&str> = Column::ALL.iter().map(|column| column.name()).collect();
+            format!(
+                "`{}` is not a column: give {} or all",
+                crate::text::shown(text),
+                names.join(", ")
+            )
+        })
 }
 
 fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
@@ -641,7 +790,10 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
         }
         out
     } else {
-        table(&entries)
+        let width = std::io::IsTerminal::is_terminal(&std::io::stdout())
+            .then(|| terminal_size::terminal_size().map(|(width, _)| usize::from(width.0)))
+            .flatten();
+        table(&entries, &chosen_columns(&args.columns, &entries, width))
     };
     crate::print(&out).map(|()| 0)
 }
@@ -697,55 +849,54 @@ fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>
     Ok((entries, skipped))
 }
 
-/// The entries as an aligned table; [`Cell`] escapes and cuts each field.
-fn table(entries: &[Entry]) -> String {
+/// The entries as a table of `columns` (every field escaped, as all peer
+/// text is), and a line counting them.
+fn table(entries: &[Entry], columns: &[Column]) -> String {
     let rows: Vec<Vec<Cell>> = entries
         .iter()
-        .map(|entry| {
-            let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
-            vec![
-                Cell::plain(&entry.time),
-                Cell::plain(&entry.id),
-                Cell::plain(&entry.principal),
-                Cell::plain(&entry.upstream),
-                Cell::plain(&entry.tool),
-                Cell::plain(&entry.decision),
-                Cell::plain(&entry.phase),
-                Cell::plain(&optional(&entry.outcome)),
-                Cell::plain(&entry.attempts.map_or("-".into(), |n| n.to_string())),
-                Cell::plain(&hints_text(&entry.hints)),
-                Cell::plain(
-                    entry
-                        .arguments_sha256
-                        .get(..12)
-                        .unwrap_or(&entry.arguments_sha256),
-                ),
-                Cell::plain(&optional(&entry.rule)),
-            ]
-        })
+        .map(|entry| columns.iter().map(|column| column.cell(entry)).collect())
         .collect();
-    let mut out = render(
-        &[
-            "TIME",
-            "ID",
-            "PRINCIPAL",
-            "UPSTREAM",
-            "TOOL",
-            "DECISION",
-            "PHASE",
-            "OUTCOME",
-            "ATTEMPTS",
-            "HINTS",
-            "ARGS SHA256",
-            "RULE",
-        ],
-        &rows,
-    );
+    let titles: Vec<&str> = columns.iter().map(|column| column.title()).collect();
+    let mut out = render(&titles, &rows);
     out.push_str(&format!(
         "{}\n",
         crate::text::count(entries.len(), "entry", "entries")
     ));
     out
+}
+
+/// The columns of `gateway log`'s table: `--columns` as given (without
+/// repeats), else every column, or, when `width` (the terminal's, when
+/// stdout is one) is given, the most that fit in it, leaving out
+/// [`Column::LEFT_OUT_FIRST`] in order.
+fn chosen_columns(asked: &[Vec<Column>], entries: &[Entry], width: Option<usize>) -> Vec<Column> {
+    if !asked.is_empty() {
+        let mut columns = Vec::new();
+        for column in asked.iter().flatten() {
+            if !columns.contains(column) {
+                columns.push(*column);
+            }
+        }
+        return columns;
+    }
+    let mut columns = Column::ALL.to_vec();
+    let Some(width) = width else {
+        return columns;
+    };
+    for dropped in Column::LEFT_OUT_FIRST {
+        // Measured without the header's style codes.
+        let plain = anstream::adapter::strip_str(&table(entries, &columns)).to_string();
+        let widest = plain
+            .lines()
+            .map(unicode_width::UnicodeWidthStr::width)
+            .max()
+            .unwrap_or(0);
+        if widest <= width {
+            break;
+        }
+        columns.retain(|column| *column != dropped);
+    }
+    columns
 }
 
 /// The hints that are true, each with its source unless declared:
@@ -1269,7 +1420,7 @@ mod tests {
             "2026-03-16T09:00:00.000Z",
         );
         hostile.rule = Some("rule[0] (deny \u{202e}*)".into());
-        let text = table(&[hostile]);
+        let text = table(&[hostile], &Column::ALL);
         // The header alone is styled (bold); no field brings its own codes.
         let rows: Vec<&str> = text.lines().skip(1).collect();
         assert!(rows.iter().all(|row| !row.contains('\u{1b}')), "{text}");
@@ -1279,6 +1430,72 @@ mod tests {
         assert!(text.contains("destructive(asserted)"), "{text}");
         assert_eq!(text.lines().count(), 3, "{text}");
         assert!(text.ends_with("1 entry\n"));
+    }
+
+    #[test]
+    fn the_table_keeps_the_columns_asked_for_or_what_fits_the_width() {
+        let mut denied = entry(
+            1,
+            "alice",
+            "delete_entities",
+            "deny",
+            "2026-03-16T09:00:00.000Z",
+        );
+        denied.rule = Some("rule[0] (deny memory__* when destructive)".into());
+        let entries = [denied];
+        let plain = |columns: &[Column]| {
+            anstream::adapter::strip_str(&table(&entries, columns)).to_string()
+        };
+        let widest = |columns: &[Column]| {
+            plain(columns)
+                .lines()
+                .map(|line| line.chars().count())
+                .max()
+                .unwrap()
+        };
+        // Asked for: those, in that order, once each (`all` is every one).
+        let asked = vec![
+            vec![Column::Tool],
+            vec![Column::Decision],
+            vec![Column::Tool],
+        ];
+        assert_eq!(
+            chosen_columns(&asked, &entries, Some(10)),
+            [Column::Tool, Column::Decision]
+        );
+        assert_eq!(
+            plain(&[Column::Tool, Column::Decision]),
+            "TOOL             DECISION\ndelete_entities  deny\n1 entry\n"
+        );
+        assert_eq!(
+            chosen_columns(&[Column::ALL.to_vec()], &entries, Some(10)),
+            Column::ALL
+        );
+        // Not a terminal: every column.
+        let all = widest(&Column::ALL);
+        assert_eq!(chosen_columns(&[], &entries, None), Column::ALL);
+        assert_eq!(chosen_columns(&[], &entries, Some(all)), Column::ALL);
+        // A narrower terminal: the id goes first, then the digest, ...
+        let no_id = chosen_columns(&[], &entries, Some(all - 1));
+        assert!(
+            !no_id.contains(&Column::Id) && no_id.contains(&Column::Args),
+            "{no_id:?}"
+        );
+        assert!(widest(&no_id) < all);
+        let narrow = chosen_columns(&[], &entries, Some(80));
+        assert_eq!(
+            narrow,
+            [
+                Column::Time,
+                Column::Principal,
+                Column::Upstream,
+                Column::Tool,
+                Column::Decision,
+                Column::Outcome,
+                Column::Rule
+            ]
+        );
+        assert!(widest(&narrow) < 130, "{}", widest(&narrow));
     }
 
     #[test]

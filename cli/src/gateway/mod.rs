@@ -157,13 +157,13 @@ pub async fn run(args: GatewayArgs) -> Result<u8, String> {
         GatewayCommand::Serve(args) => serve(args).await,
         GatewayCommand::Log(args) => log::run_log(&args),
         GatewayCommand::Approve(args) => {
-            approval::run_decide(approval::Decide::Approve, Some(&args.id), &args.admin).await
+            approval::run_decide(approval::Decide::Approve, Some(&args.id), &args.endpoint).await
         }
         GatewayCommand::Deny(args) => {
-            approval::run_decide(approval::Decide::Deny, Some(&args.id), &args.admin).await
+            approval::run_decide(approval::Decide::Deny, Some(&args.id), &args.endpoint).await
         }
         GatewayCommand::Pending(args) => {
-            approval::run_decide(approval::Decide::Pending, None, &args.admin).await
+            approval::run_decide(approval::Decide::Pending, None, &args.endpoint).await
         }
     }
 }

@@ -45,6 +45,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error as StdError;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -457,12 +458,19 @@ async fn connect_unbounded(
         .retry_budget(PrincipalBudget::default())
         .hints(move |tool| effective_hints(&asserts, &upstream_name, &tool.name, &tool.hints).0);
     let client = match &upstream.transport {
-        UpstreamTransport::Command { program, args, env } => {
+        UpstreamTransport::Command {
+            program,
+            args,
+            env,
+            resolved_against,
+        } => {
             let (program, args, env) = (program.clone(), args.clone(), env.clone());
+            let resolved_against = resolved_against.clone();
             let name = upstream.name.clone();
             builder
                 .connect(move || {
-                    let spawned = spawn(&name, &program, &args, &env, &secrets);
+                    let spawned = spawn(&name, &program, &args, &env, &secrets)
+                        .map_err(|error| not_found(error, &program, resolved_against.as_deref()));
                     let handler = handler.clone();
                     let initialized = initialized.clone();
                     async move {
@@ -544,21 +552,75 @@ async fn definitions(client: &ReplaySafeClient, timeout: Duration) -> Result<Vec
     }
 }
 
+/// `error` from [`spawn`], saying where a program that is not there was
+/// looked for: in the directory a relative `command` was resolved against
+/// (the config file's), or on `PATH` for a bare name.
+fn not_found(error: SpawnError, program: &str, resolved_against: Option<&Path>) -> BoxError {
+    match error {
+        SpawnError::Start(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let program = Path::new(program);
+            let looked = match (resolved_against, program.parent()) {
+                (Some(against), Some(parent)) => format!(
+                    "no `{}` in {} (a relative `command` is resolved against the config file's \
+                     directory, {})",
+                    program
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .escape_debug(),
+                    std::path::absolute(parent)
+                        .unwrap_or_else(|_| parent.to_owned())
+                        .display()
+                        .to_string()
+                        .escape_debug(),
+                    against.display().to_string().escape_debug()
+                ),
+                _ if program.components().count() > 1 => {
+                    format!(
+                        "{} does not exist",
+                        program.display().to_string().escape_debug()
+                    )
+                }
+                _ => "not found on PATH".to_owned(),
+            };
+            format!(
+                "cannot start `{}`: {error}: {looked}",
+                program.display().to_string().escape_debug()
+            )
+            .into()
+        }
+        SpawnError::Start(error) => {
+            format!("cannot start `{}`: {error}", program.escape_debug()).into()
+        }
+        SpawnError::Other(error) => error,
+    }
+}
+
+/// Why [`spawn`] started nothing.
+#[derive(Debug)]
+enum SpawnError {
+    /// The program could not be started.
+    Start(std::io::Error),
+    /// Anything else, in words.
+    Other(BoxError),
+}
+
 /// Starts a stdio upstream in its own process group, recorded (see
 /// [`Group`]) until its transport is dropped, its stderr copied to the
 /// gateway's stderr with the upstream's name in front.
 ///
 /// # Errors
 ///
-/// ``cannot start `PROGRAM`: ...``, or that the gateway is stopping
-/// (then nothing is started).
+/// [`SpawnError::Start`] when the program cannot be started, or
+/// [`SpawnError::Other`] when the gateway is stopping (then nothing is
+/// started) or the program exited as it started.
 fn spawn(
     name: &str,
     program: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
     secrets: &[String],
-) -> Result<GroupTransport, BoxError> {
+) -> Result<GroupTransport, SpawnError> {
     let mut command = CommandWrap::with_new(program, |command| {
         command.args(args);
         for secret in secrets {
@@ -573,18 +635,20 @@ fn spawn(
     // the two, so nothing started escapes it.
     let mut groups = groups();
     if groups.stopping {
-        return Err(STOPPING.into());
+        return Err(SpawnError::Other(STOPPING.into()));
     }
     let (child, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|error| format!("cannot start `{}`: {error}", program.escape_debug()))?;
+        .map_err(SpawnError::Start)?;
     // The leader's pid is the group's id (`ProcessGroup::leader`); a child
     // just started has one.
     let leader = child
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
-        .ok_or_else(|| format!("`{}` exited as it started", program.escape_debug()))?;
+        .ok_or_else(|| {
+            SpawnError::Other(format!("`{}` exited as it started", program.escape_debug()).into())
+        })?;
     let group = Group::record(&mut groups, leader);
     drop(groups);
     if let Some(stderr) = stderr {

@@ -85,9 +85,9 @@ impl IdempotentServer for Broken {
 
 #[tool_router(closed_world, router = broken_router)]
 impl Broken {
-    // The pattern hides the fields: the schema is checked when the router
-    // is built.
-    #[tool(additive, idempotency_key = "request_id")]
+    // A key that is no Rust identifier: the schema is checked when the
+    // router is built.
+    #[tool(additive, idempotency_key = "request-id")]
     fn pay(&self, Parameters(payment): Parameters<Unkeyed>) -> String {
         payment.cents.to_string()
     }
