@@ -979,3 +979,27 @@ async fn http_a_quoted_accept_parameter_still_has_the_body_checked() {
     let reply = http(port, "POST", &headers, INITIALIZE.as_bytes()).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
 }
+
+#[tokio::test]
+async fn whitespace_that_json_does_not_know_is_a_parse_error_over_stdio_and_http() {
+    let mut server = StdioServer::start().await;
+    let (_child, port) = start_http(&[]).await;
+    // JSON's whitespace is space, tab, LF and CR (RFC 8259 §2): a line of
+    // it is blank, a body of it is not JSON.
+    assert_eq!(server.exchange(b" \t\r").await, Vec::<Value>::new());
+    for line in [&b"\x0c\x0c"[..], b"\x0b", "\u{a0}".as_bytes()] {
+        let answer = error(
+            None,
+            -32700,
+            "Parse error: expected value at line 1 column 1",
+        );
+        assert_eq!(
+            server.exchange(line).await,
+            std::slice::from_ref(&answer),
+            "stdio: {line:?}"
+        );
+        let reply = http(port, "POST", &JSON_POST, line).await;
+        assert_eq!(reply.status, 400, "http: {line:?}: {}", reply.text());
+        assert_eq!(reply.json(), answer, "http: {line:?}");
+    }
+}
