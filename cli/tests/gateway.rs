@@ -801,6 +801,74 @@ fn malformed_config_exits_2_naming_line_and_key() {
     );
 }
 
+/// `mcp-hints gateway serve` on the config `bytes`, expected to refuse it
+/// at start: its exit status and stderr. A gateway that starts instead is
+/// stopped after 60 s and its status is `None`.
+fn refused_at_start(dir: &Path, bytes: &[u8]) -> (Option<i32>, String) {
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, bytes).unwrap();
+    let stderr_path = dir.join("stderr.txt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["gateway", "serve", "--config"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("mcp-hints runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, std::fs::read_to_string(&stderr_path).unwrap())
+}
+
+#[test]
+fn a_client_token_no_request_can_carry_is_refused_at_start() {
+    let dir = scratch("unsendable-token");
+    let config = notes_config("").replace(
+        concat!("token = \"", alice_token!(), "\""),
+        concat!("token = \" ", alice_token!(), "\""),
+    );
+    let (status, stderr) = refused_at_start(&dir, config.as_bytes());
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "gateway.toml:6:9: client[0].token: the token has a space at character 1: a bearer \
+             token is A-Z"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "the token reached stderr");
+}
+
+#[test]
+fn a_config_that_is_not_utf8_exits_2_naming_line_column_and_byte() {
+    let dir = scratch("not-utf8");
+    let mut config = notes_config("").into_bytes();
+    config.extend_from_slice(b"# caf\xe9\n");
+    let offset = config.len() - 2;
+    let lines = config.iter().filter(|byte| **byte == b'\n').count();
+    let (status, stderr) = refused_at_start(&dir, &config);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "gateway.toml:{lines}:6: not UTF-8 (byte 0xE9 at byte offset {offset}): a TOML \
+             config must be UTF-8 text"
+        )),
+        "{stderr}"
+    );
+}
+
 /// A config with the fixture upstream `fx` (tests/fixtures/gateway_upstream.py,
 /// trusted) started with `args`, the notes upstream, and `extra`.
 fn fx_config(dir: &Path, args: &[&str], extra: &str) -> String {
