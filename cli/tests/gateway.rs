@@ -736,7 +736,8 @@ fn http_answers_401_before_anything_else_without_a_clients_token() {
     let foreign = with(&[("Origin", "https://evil.example")], &json);
     let unknown = "00000000-0000-4000-8000-000000000000";
     // Each case: method, headers, body, and the answer a client's token gets.
-    let cases: Vec<(&str, Vec<(&str, &str)>, &[u8], &str)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [u8], &'a str);
+    let cases: Vec<Case> = vec![
         ("DELETE", vec![("Mcp-Session-Id", unknown)], b"", "404"),
         ("DELETE", vec![("Mcp-Session-Id", live.as_str())], b"", "2"),
         ("POST", json.to_vec(), b"{", "400"),

@@ -1730,11 +1730,12 @@ fn type_name(value: &DeValue<'_>) -> &'static str {
 
 /// Why no request can carry `token` as `Authorization: Bearer TOKEN`, as
 /// the end of a sentence ("has a space at character 1: ..."); `None` when
-/// it is a `b64token` (RFC 6750 §2.1): one or more of `A-Z a-z 0-9 - . _ ~
-/// + /`, then `=` only. A space around it is cut off on the way (RFC 9110
-/// §5.5), a byte that is not visible ASCII cannot be read as header text,
-/// and RFC 6750 clients and proxies may refuse or change any other. The
-/// token's characters are never quoted: it is a secret.
+/// it is a `b64token` (RFC 6750 §2.1): one or more of
+/// `A-Z a-z 0-9 - . _ ~ + /`, then `=` only. A space around it is cut off
+/// on the way (RFC 9110 §5.5), a byte that is not visible ASCII cannot be
+/// read as header text, and clients and proxies may refuse or change any
+/// other character. The token's characters are never quoted: it is a
+/// secret.
 fn unsendable(token: &str) -> Option<String> {
     let padding = token.len() - token.trim_end_matches('=').len();
     let body = token.len() - padding;
