@@ -8,6 +8,7 @@ pub mod collect;
 pub mod fingerprint;
 pub mod hints;
 pub mod idempotency;
+pub mod jsonrpc;
 pub mod pagination;
 pub mod policy;
 #[cfg(feature = "testing")]
