@@ -214,7 +214,7 @@ pub(crate) fn print(text: &str) -> Result<(), String> {
     print_as(text, "report")
 }
 
-/// [`print`], for `what` (the help, the version) in its error.
+/// [`print()`], for `what` (the help, the version) in its error.
 fn print_as(text: &str, what: &str) -> Result<(), String> {
     let mut stdout = anstream::stdout();
     written_as(

@@ -26,7 +26,7 @@
 //!   refused with its code and message, and one with both a result and an
 //!   error is refused. `"error": null` beside a result (or `"result": null`
 //!   beside an error) counts as absent, as for a live server's answers
-//!   ([`jsonrpc::carried`](crate::jsonrpc::carried)).
+//!   ([`jsonrpc::carried`]).
 //!
 //! Each page is consumed as it arrives: only what the audit needs of each
 //! tool is kept (its name, title, hints, and on request its fingerprint or
