@@ -38,6 +38,39 @@ use crate::lint::{Finding, Rule};
 /// reached.
 pub const EXIT_BAD_INPUT: u8 = 2;
 
+/// Reads the process's command line. `Err` is the exit status when clap
+/// answers it alone: help and version, written to stdout (0; 2 with the
+/// reason on stderr when stdout is closed or a write fails, as for every
+/// command's output; a reader gone early leaves 0), or a usage error,
+/// written to stderr (clap's status, 2).
+pub fn command_line() -> Result<Cli, ExitCode> {
+    use clap::Parser;
+    let error = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(error) => error,
+    };
+    if error.use_stderr() {
+        let _ = error.print();
+        return Err(ExitCode::from(
+            u8::try_from(error.exit_code()).unwrap_or(EXIT_BAD_INPUT),
+        ));
+    }
+    let what = match error.kind() {
+        clap::error::ErrorKind::DisplayVersion => "version",
+        _ => "help",
+    };
+    if stdout_closed() {
+        return Err(failed(
+            false,
+            &format!("cannot write the {what}: stdout is closed (`>&-`); redirect it to a file"),
+        ));
+    }
+    match print_as(&error.render().ansi().to_string(), what) {
+        Ok(()) => Err(ExitCode::SUCCESS),
+        Err(message) => Err(failed(false, &message)),
+    }
+}
+
 /// Runs the command line `cli` and returns its exit status.
 ///
 /// SIGINT, SIGTERM and SIGHUP end the run at once: the live server, in a
@@ -195,11 +228,17 @@ async fn interrupted() -> (&'static str, u8) {
 /// Writes a command's output (a report, log entries, a decision); colour
 /// is stripped unless stdout is a terminal (or CLICOLOR_FORCE is set).
 pub(crate) fn print(text: &str) -> Result<(), String> {
+    print_as(text, "report")
+}
+
+/// [`print()`], for `what` (the help, the version) in its error.
+fn print_as(text: &str, what: &str) -> Result<(), String> {
     let mut stdout = anstream::stdout();
-    written(
+    written_as(
         stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush()),
+        what,
     )
 }
 
@@ -208,9 +247,14 @@ pub(crate) fn print(text: &str) -> Result<(), String> {
 /// exit status stays the command's. Any other write error (a full disk, a
 /// closed stdout) is exit 2.
 fn written(result: std::io::Result<()>) -> Result<(), String> {
+    written_as(result, "report")
+}
+
+/// [`written`], for `what` in its error.
+fn written_as(result: std::io::Result<()>, what: &str) -> Result<(), String> {
     match result {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write the report: {error}"))
+            Err(format!("cannot write the {what}: {error}"))
         }
         _ => Ok(()),
     }

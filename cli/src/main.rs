@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = mcp_hints_cli::args::Cli::parse();
+    let cli = match mcp_hints_cli::command_line() {
+        Ok(cli) => cli,
+        Err(status) => return status,
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -782,6 +782,73 @@ fn kept_alive_connections_are_served_with_tcp_nodelay() {
 }
 
 #[test]
+fn http_answers_401_before_anything_else_without_a_clients_token() {
+    let dir = scratch("http-auth-first");
+    let gateway = Gateway::start(&dir, &notes_config(""));
+    let address = gateway.address();
+    let bearer = format!("Bearer {TOKEN}");
+    let live = session_of(&post(&address, &[("Authorization", &bearer)]));
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let quoted = [
+        ("Content-Type", "application/json"),
+        ("Accept", r#"application/json, text/event-stream;x=";q=0;""#),
+    ];
+    let with = |extra: &[(&'static str, &'static str)], base: &[(&'static str, &'static str)]| {
+        let mut headers = base.to_vec();
+        headers.extend_from_slice(extra);
+        headers
+    };
+    let too_long = with(&[("Content-Length", "5000000")], &json);
+    let foreign = with(&[("Origin", "https://evil.example")], &json);
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    // Each case: method, headers, body, and the answer a client's token gets.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [u8], &'a str);
+    let cases: Vec<Case> = vec![
+        ("DELETE", vec![("Mcp-Session-Id", unknown)], b"", "404"),
+        ("DELETE", vec![("Mcp-Session-Id", live.as_str())], b"", "2"),
+        ("POST", json.to_vec(), b"{", "400"),
+        ("POST", quoted.to_vec(), b"{", "400"),
+        ("POST", too_long, b"{\"jsonrpc\"", "413"),
+        ("POST", foreign, b"{}", "403"),
+        ("GET", vec![("Accept", "text/event-stream")], b"", "4"),
+    ];
+    for (method, headers, body, _) in &cases {
+        for token in [None, Some("Bearer not-a-token")] {
+            let mut headers = headers.clone();
+            if let Some(token) = token {
+                headers.push(("Authorization", token));
+            }
+            let answer = raw_request(&address, method, &headers, body);
+            assert!(
+                answer.starts_with("HTTP/1.1 401"),
+                "{method} {headers:?} {:?}: {answer}",
+                String::from_utf8_lossy(body)
+            );
+            assert!(answer.contains("www-authenticate: Bearer"), "{answer}");
+            assert!(!answer.contains("Session not found"), "{answer}");
+        }
+    }
+    // With the token, each is the guard's or rmcp's to answer (the live
+    // session last: the token ends it).
+    for (method, headers, body, authorized) in cases.iter().rev() {
+        let mut headers = headers.clone();
+        headers.push(("Authorization", &bearer));
+        let answer = raw_request(&address, method, &headers, body);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {authorized}")),
+            "{method} {headers:?}: {answer}"
+        );
+        if *authorized == "400" {
+            // The guard's parse error, the quoted `Accept` included.
+            assert!(answer.contains("\"code\":-32700"), "{headers:?}: {answer}");
+        }
+    }
+}
+
+#[test]
 fn malformed_config_exits_2_naming_line_and_key() {
     let dir = scratch("malformed");
     let path = dir.join("gateway.toml");
@@ -800,6 +867,74 @@ fn malformed_config_exits_2_naming_line_and_key() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("gateway.toml:3:1: listen.bogus: unknown key `bogus`"),
+        "{stderr}"
+    );
+}
+
+/// `mcp-hints gateway serve` on the config `bytes`, expected to refuse it
+/// at start: its exit status and stderr. A gateway that starts instead is
+/// stopped after 60 s and its status is `None`.
+fn refused_at_start(dir: &Path, bytes: &[u8]) -> (Option<i32>, String) {
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, bytes).unwrap();
+    let stderr_path = dir.join("stderr.txt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["gateway", "serve", "--config"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("mcp-hints runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, std::fs::read_to_string(&stderr_path).unwrap())
+}
+
+#[test]
+fn a_client_token_no_request_can_carry_is_refused_at_start() {
+    let dir = scratch("unsendable-token");
+    let config = notes_config("").replace(
+        concat!("token = \"", alice_token!(), "\""),
+        concat!("token = \" ", alice_token!(), "\""),
+    );
+    let (status, stderr) = refused_at_start(&dir, config.as_bytes());
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "gateway.toml:6:9: client[0].token: the token has a space at character 1: a bearer \
+             token is A-Z"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "the token reached stderr");
+}
+
+#[test]
+fn a_config_that_is_not_utf8_exits_2_naming_line_column_and_byte() {
+    let dir = scratch("not-utf8");
+    let mut config = notes_config("").into_bytes();
+    config.extend_from_slice(b"# caf\xe9\n");
+    let offset = config.len() - 2;
+    let lines = config.iter().filter(|byte| **byte == b'\n').count();
+    let (status, stderr) = refused_at_start(&dir, &config);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "gateway.toml:{lines}:6: not UTF-8 (byte 0xE9 at byte offset {offset}): a TOML \
+             config must be UTF-8 text"
+        )),
         "{stderr}"
     );
 }
@@ -2167,29 +2302,42 @@ fn mcp_request(
     headers: &[(&str, &str)],
     body: Option<&Value>,
 ) -> String {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
     // The requests after `initialize` carry the revision it negotiated.
-    let version = if body.is_some_and(|body| body["method"] == "initialize") {
-        ""
-    } else {
-        "MCP-Protocol-Version: 2025-11-25\r\n"
-    };
+    if !body.is_some_and(|body| body["method"] == "initialize") {
+        all.push(("MCP-Protocol-Version", "2025-11-25"));
+    }
+    all.extend_from_slice(headers);
     let body = body.map(Value::to_string).unwrap_or_default();
+    raw_request(address, method, &all, body.as_bytes())
+}
+
+/// One HTTP/1.1 request to `/mcp` with exactly `headers` (and `Host`,
+/// `Connection: close`, and `Content-Length` unless given), then `body`;
+/// the whole answer. The server may answer and close before it reads a
+/// body it refused: a write that fails is not an error here.
+fn raw_request(address: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> String {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let mut request = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: \
-         application/json, text/event-stream\r\n{version}Content-Length: {}\r\nConnection: \
-         close\r\n",
-        body.len()
-    );
+    let mut request = format!("{method} /mcp HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+    {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes()).unwrap();
+    let mut request = request.into_bytes();
+    request.extend_from_slice(body);
+    let _ = stream.write_all(&request);
     let mut answer = Vec::new();
     // A streamed answer may stay open: what came within the timeout is
     // enough for the status line.

@@ -1129,3 +1129,66 @@ fn an_empty_server_version_leaves_no_gap_in_the_header() {
     assert!(header.starts_with("server: raw (MCP server `"), "{text}");
     assert!(!header.contains("  "), "{text}");
 }
+
+#[test]
+fn a_null_error_beside_a_result_is_absent_live_and_from_files() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("null-error-pages");
+    std::fs::create_dir_all(&dir).unwrap();
+    let result = r#"{"tools": [{"name": "read", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true, "openWorldHint": false}}]}"#;
+    let cases = [
+        // JSON-RPC 1.0's shape: the member not used is null.
+        (
+            "null-error",
+            format!(r#"{{"jsonrpc": "2.0", "id": $ID, "result": {result}, "error": null}}"#),
+            None,
+        ),
+        (
+            "result-and-error",
+            format!(
+                r#"{{"jsonrpc": "2.0", "id": $ID, "result": {result}, "error": {{"code": -32603, "message": "m"}}}}"#
+            ),
+            Some(("both \"result\" and \"error\"", "both `result` and `error`")),
+        ),
+    ];
+    for (name, line, refusal) in &cases {
+        let script = raw_script(name, serde_json::json!({ "tools/list": [line] }));
+        let live = against_raw(&["audit", "--json"], &script);
+        let page = dir.join(format!("{name}.json"));
+        std::fs::write(&page, line.replace("$ID", "1")).unwrap();
+        let saved = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(["audit", "--json"])
+            .arg(&page)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+        match refusal {
+            None => {
+                let report = |output: &Output| -> Value {
+                    serde_json::from_slice(&output.stdout)
+                        .unwrap_or_else(|error| panic!("{name}: {error}: {}", stderr(output)))
+                };
+                // The audit's own status (1: untrusted), not 2.
+                assert_eq!(live.status.code(), Some(1), "{name}: {}", stderr(&live));
+                assert_eq!(saved.status.code(), Some(1), "{name}: {}", stderr(&saved));
+                let (live, saved) = (report(&live), report(&saved));
+                assert_eq!(live["tools"][0]["name"], "read", "{live}");
+                assert_eq!(live["tools"], saved["tools"], "{name}");
+            }
+            Some((live_reason, saved_reason)) => {
+                assert_eq!(live.status.code(), Some(2), "{name}: live");
+                assert!(
+                    stderr(&live).contains(live_reason),
+                    "{name}: {}",
+                    stderr(&live)
+                );
+                assert_eq!(saved.status.code(), Some(2), "{name}: saved");
+                assert!(
+                    stderr(&saved).contains(saved_reason),
+                    "{name}: {}",
+                    stderr(&saved)
+                );
+            }
+        }
+    }
+}

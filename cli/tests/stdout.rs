@@ -1,5 +1,5 @@
 //! Where the report goes: a closed or failing stdout is exit 2 for every
-//! command, text and JSON; a reader that goes away early (`| head`) leaves
+//! command, text and JSON, and for `--help` and `--version`; a reader that goes away early (`| head`) leaves
 //! the status of audit and lint as it was, while pin, whose lock is the
 //! whole point, is exit 2.
 
@@ -149,4 +149,95 @@ fn a_reader_gone_early_leaves_the_status_but_loses_no_lock_silently() {
             assert_eq!(message, "", "{args:?}");
         }
     }
+}
+
+#[test]
+fn help_and_version_fail_on_a_closed_or_failing_stdout() {
+    for (args, what) in [
+        (&["--help"][..], "help"),
+        (&["audit", "--help"], "help"),
+        (&["-h"], "help"),
+        (&["--version"], "version"),
+        (&["-V"], "version"),
+    ] {
+        let closed = Command::new("sh")
+            .args([
+                "-c",
+                r#"exec "$0" "$@" >&-"#,
+                env!("CARGO_BIN_EXE_mcp-hints"),
+            ])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(
+            closed.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&closed)
+        );
+        assert_eq!(
+            stderr(&closed),
+            format!(
+                "error: cannot write the {what}: stdout is closed (`>&-`); redirect it to a file\n"
+            ),
+            "{args:?}"
+        );
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full exists (Linux)");
+        let failing = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(
+            failing.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&failing)
+        );
+        let message = stderr(&failing);
+        assert!(
+            message.starts_with(&format!("error: cannot write the {what}: "))
+                && message.contains("No space left on device"),
+            "{args:?}: {message}"
+        );
+        // Written where it can be: exit 0, the text on stdout alone.
+        let written = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(
+            written.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&written)
+        );
+        assert_eq!(stderr(&written), "", "{args:?}");
+        let text = String::from_utf8_lossy(&written.stdout);
+        let expected = if what == "version" { "mcp-hints " } else { "" };
+        assert!(
+            text.starts_with(expected) && text.ends_with('\n'),
+            "{args:?}: {text}"
+        );
+        if what == "help" {
+            assert!(text.contains("Usage: mcp-hints"), "{args:?}: {text}");
+        }
+    }
+    // A usage error is still clap's: stderr, status 2.
+    let usage = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .arg("--no-such-flag")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(
+        stderr(&usage).starts_with("error: unexpected argument '--no-such-flag'"),
+        "{}",
+        stderr(&usage)
+    );
 }

@@ -23,7 +23,10 @@
 //!   tool and the member.
 //! - A page may be a bare `tools/list` result or a whole JSON-RPC response
 //!   (`{"jsonrpc": "2.0", "id": 1, "result": {...}}`); an error response is
-//!   refused with its code and message.
+//!   refused with its code and message, and one with both a result and an
+//!   error is refused. `"error": null` beside a result (or `"result": null`
+//!   beside an error) counts as absent, as for a live server's answers
+//!   ([`jsonrpc::carried`]).
 //!
 //! Each page is consumed as it arrives: only what the audit needs of each
 //! tool is kept (its name, title, hints, and on request its fingerprint or
@@ -59,6 +62,7 @@ use serde_json::{Map, Value};
 use crate::fingerprint::Fingerprint;
 use crate::hints::{HintError, ToolHints, json_type};
 use crate::idempotency::KEY_META_KEY;
+use crate::jsonrpc::{self, Carried, Member};
 use crate::policy::{self, Trust, Verdict};
 
 /// Limits and what to keep of each tool.
@@ -177,6 +181,21 @@ pub enum CollectError {
         code: i64,
         /// The error's `message`.
         message: String,
+    },
+    /// A page is a JSON-RPC response with both a `result` and an `error`
+    /// (neither `null`; see [`jsonrpc::carried`]): which one holds is
+    /// unknown.
+    ResultAndError {
+        /// The page.
+        page: usize,
+    },
+    /// A page is a JSON-RPC error response whose `error` is not an error
+    /// object (`"error": null` without a `result`, a string).
+    ErrorNotObject {
+        /// The page.
+        page: usize,
+        /// Its JSON type.
+        found: &'static str,
     },
     /// A page has no `tools` member, or it is not an array.
     ToolsNotArray {
@@ -343,6 +362,16 @@ impl fmt::Display for CollectError {
                 f,
                 "page {page} is a JSON-RPC error response: {code} {}",
                 Quoted(message)
+            ),
+            CollectError::ResultAndError { page } => write!(
+                f,
+                "page {page} is a JSON-RPC response with both `result` and `error`: which one \
+                 holds is unknown"
+            ),
+            CollectError::ErrorNotObject { page, found } => write!(
+                f,
+                "page {page} is a JSON-RPC error response whose `error` is {found}, not an \
+                 error object"
             ),
             CollectError::ToolsNotArray { page, found } => {
                 write!(f, "page {page}: `tools` is {found}, not an array")
@@ -605,11 +634,10 @@ impl Collector {
             Ok(Err(_)) | Err(reader::Fault::NotJson(_)) => return None,
             Err(fault) => return Some(Err(fault.at_page(self.pages + 1))),
         };
-        let absent = |member: &Option<Value>| member.as_ref().is_none_or(Value::is_null);
         let well_formed = response.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0")
             && response.id.as_ref().and_then(Value::as_u64) == Some(id)
-            && absent(&response.method)
-            && absent(&response.error);
+            && response.method.as_ref().is_none_or(Value::is_null)
+            && response.carried() == Carried::Result;
         let Some(Ok(page)) = response.result.filter(|_| well_formed) else {
             return None;
         };
@@ -939,20 +967,39 @@ impl Page {
             && (self.jsonrpc.is_some() || self.result.is_some() || self.error.is_some())
     }
 
+    /// Which of `result` and `error` this response carries, by the rule
+    /// every reader of responses shares ([`jsonrpc::carried`]).
+    fn carried(&self) -> Carried {
+        let result = match &self.result {
+            None => Member::Absent,
+            Some(Err(found)) if *found == json_type(&Value::Null) => Member::Null,
+            Some(_) => Member::Given,
+        };
+        jsonrpc::carried(result, Member::of(self.error.as_ref()))
+    }
+
     /// The page a response carries, or its error.
     fn unwrapped(self, page: usize) -> Result<Page, CollectError> {
-        if let Some(error) = self.error {
-            let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
-                .to_owned();
-            return Err(CollectError::JsonRpcError {
-                page,
-                code,
-                message,
-            });
+        match self.carried() {
+            Carried::Both => return Err(CollectError::ResultAndError { page }),
+            Carried::Error => {
+                let Some(Value::Object(error)) = self.error else {
+                    let found = self.error.as_ref().map_or("missing", json_type);
+                    return Err(CollectError::ErrorNotObject { page, found });
+                };
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no message)")
+                    .to_owned();
+                return Err(CollectError::JsonRpcError {
+                    page,
+                    code,
+                    message,
+                });
+            }
+            Carried::Result | Carried::Neither => {}
         }
         match self.result {
             Some(Ok(result)) => Ok(*result),
@@ -1923,6 +1970,53 @@ mod text_tests {
         ];
         for pages in faults {
             assert!(both(&pages).is_err(), "{pages:?}");
+        }
+    }
+
+    #[test]
+    fn a_null_error_beside_a_result_is_absent_on_every_path() {
+        let page = json!({ "tools": [{ "name": "a", "inputSchema": {} }] });
+        let response = json!({ "jsonrpc": "2.0", "id": 1, "result": page, "error": null });
+        let listed = both(std::slice::from_ref(&response)).unwrap();
+        assert_eq!(listed.len(), 1);
+        let mut collector = Collector::new(CollectOptions::default());
+        assert_eq!(
+            collector.push_response_json(&response.to_string(), 1),
+            Some(Ok(None)),
+            "a live response alike"
+        );
+        // A null result beside an error is an error response.
+        let error = json!({ "jsonrpc": "2.0", "id": 1, "result": null,
+                            "error": { "code": -32602, "message": "bad cursor" } });
+        assert_eq!(
+            both(&[error]).unwrap_err().to_string(),
+            "page 1 is a JSON-RPC error response: -32602 \"bad cursor\""
+        );
+        for (response, refusal) in [
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "result": page,
+                        "error": { "code": -32602, "message": "m" } }),
+                "page 1 is a JSON-RPC response with both `result` and `error`: which one holds \
+                 is unknown",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "error": null }),
+                "page 1 is a JSON-RPC error response whose `error` is null, not an error object",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "error": "boom" }),
+                "page 1 is a JSON-RPC error response whose `error` is a string, not an error \
+                 object",
+            ),
+        ] {
+            assert_eq!(
+                both(std::slice::from_ref(&response))
+                    .unwrap_err()
+                    .to_string(),
+                refusal
+            );
+            let mut collector = Collector::new(CollectOptions::default());
+            assert_eq!(collector.push_response_json(&response.to_string(), 1), None);
         }
     }
 

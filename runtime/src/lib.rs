@@ -9,6 +9,7 @@ pub mod collect;
 pub mod fingerprint;
 pub mod hints;
 pub mod idempotency;
+pub mod jsonrpc;
 pub mod pagination;
 pub mod policy;
 pub mod stdio;

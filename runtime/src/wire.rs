@@ -47,8 +47,11 @@
 //! (-32601 for a method it does not know, -32602 for a tool it does not
 //! have, a tool error for arguments its schema refuses, initialization
 //! order) stays rmcp's. Over stdio the guard treats an unterminated last
-//! line before end of input as a message (rmcp drops it) and skips empty
-//! lines; it strips one `\r` before the newline, as rmcp does.
+//! line before end of input as a message (rmcp drops it) and skips blank
+//! lines (empty, or only JSON's whitespace: space, tab, CR); a line of
+//! other whitespace (a form feed, a vertical tab, NBSP) is not JSON,
+//! -32700 as over HTTP. It strips one `\r` before the newline, as rmcp
+//! does.
 //!
 //! One leading UTF-8 byte order mark is ignored on both transports, as
 //! rmcp's stdio transport does: RFC 8259 §8.1 says JSON text "MUST NOT"

@@ -942,3 +942,64 @@ async fn http_declared_length_over_4_mib_is_413_before_the_body_is_read() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn http_a_quoted_accept_parameter_still_has_the_body_checked() {
+    // `;q=0;` inside a quoted string weighs nothing: rmcp reads the body,
+    // so the guard checks it.
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", r#"application/json, text/event-stream;x=";q=0;""#),
+    ];
+    let (_child, port) = start_http(&[]).await;
+    let reply = http(
+        port,
+        "POST",
+        &headers,
+        br#"{"jsonrpc":"2.0","id":4,"method":"#,
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert_eq!(
+        reply.json(),
+        error(
+            None,
+            -32700,
+            "Parse error: EOF while parsing a value at line 1 column 33"
+        )
+    );
+    let initialize = INITIALIZE.replace(r#""id":1"#, r#""id":1.0"#);
+    let reply = http(port, "POST", &headers, initialize.as_bytes()).await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert_eq!(
+        reply.text(),
+        r#"{"jsonrpc":"2.0","id":1.0,"error":{"code":-32600,"message":"Invalid Request: request id 1.0 is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)"}}"#
+    );
+    // A sound request with the same headers is served.
+    let reply = http(port, "POST", &headers, INITIALIZE.as_bytes()).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn whitespace_that_json_does_not_know_is_a_parse_error_over_stdio_and_http() {
+    let mut server = StdioServer::start().await;
+    let (_child, port) = start_http(&[]).await;
+    // JSON's whitespace is space, tab, LF and CR (RFC 8259 §2): a line of
+    // it is blank, a body of it is not JSON.
+    assert_eq!(server.exchange(b" \t\r").await, Vec::<Value>::new());
+    for line in [&b"\x0c\x0c"[..], b"\x0b", "\u{a0}".as_bytes()] {
+        let answer = error(
+            None,
+            -32700,
+            "Parse error: expected value at line 1 column 1",
+        );
+        assert_eq!(
+            server.exchange(line).await,
+            std::slice::from_ref(&answer),
+            "stdio: {line:?}"
+        );
+        let reply = http(port, "POST", &JSON_POST, line).await;
+        assert_eq!(reply.status, 400, "http: {line:?}: {}", reply.text());
+        assert_eq!(reply.json(), answer, "http: {line:?}");
+    }
+}

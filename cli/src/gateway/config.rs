@@ -467,7 +467,7 @@ pub struct Problem {
     /// 1-based column, in characters.
     pub column: usize,
     /// The key path, `rule[2].limit` (indices from 0); empty for a TOML
-    /// syntax error.
+    /// syntax error or a file that is not UTF-8.
     pub key: String,
     /// What is wrong and how to fix it.
     pub message: String,
@@ -490,14 +490,39 @@ impl fmt::Display for Problem {
 ///
 /// # Errors
 ///
-/// [`ConfigError::Read`] when the file cannot be read (or is not UTF-8);
-/// [`ConfigError::Invalid`] as [`parse`].
+/// [`ConfigError::Read`] when the file cannot be read;
+/// [`ConfigError::Invalid`] as [`parse`], and with one problem at the first
+/// byte that is not UTF-8 (TOML 1.0: "A TOML file must be a valid UTF-8
+/// encoded Unicode document"), naming its line, column and byte offset.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+    let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
         path: path.to_owned(),
         error,
     })?;
+    let text = String::from_utf8(bytes).map_err(|error| not_utf8(path, &error))?;
     parse(&text, path)
+}
+
+/// The problem of a config that is not UTF-8: where its first invalid
+/// byte is.
+fn not_utf8(path: &Path, error: &std::string::FromUtf8Error) -> ConfigError {
+    let bytes = error.as_bytes();
+    let offset = error.utf8_error().valid_up_to();
+    let before = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+    let (line, column) = position(before, offset);
+    let what = match error.utf8_error().error_len() {
+        Some(_) => format!("byte 0x{:02X} at byte offset {offset}", bytes[offset]),
+        None => format!("the file ends inside a character, at byte offset {offset}"),
+    };
+    ConfigError::Invalid {
+        problems: vec![Problem {
+            file: path.to_owned(),
+            line,
+            column,
+            key: String::new(),
+            message: format!("not UTF-8 ({what}): a TOML config must be UTF-8 text"),
+        }],
+    }
 }
 
 /// Validates the config `text`, read from `path` (used in messages and to
@@ -1027,7 +1052,17 @@ impl Reader<'_> {
                 self.at(token.span(), format!("{path}.token"), "the token is empty");
                 None
             }
-            (Some(token), None) => Some(Secret(token.into_inner())),
+            (Some(token), None) => match unsendable(token.get_ref()) {
+                Some(why) => {
+                    self.at(
+                        token.span(),
+                        format!("{path}.token"),
+                        format!("the token {why}"),
+                    );
+                    None
+                }
+                None => Some(Secret(token.into_inner())),
+            },
             (None, Some(env)) => {
                 let name = env.get_ref();
                 let key = format!("{path}.token_env");
@@ -1056,7 +1091,17 @@ impl Reader<'_> {
                         );
                         None
                     }
-                    Some(Ok(value)) => Some(Secret(value)),
+                    Some(Ok(value)) => match unsendable(&value) {
+                        Some(why) => {
+                            self.at(
+                                env.span(),
+                                key,
+                                format!("the token in the environment variable `{name}` {why}"),
+                            );
+                            None
+                        }
+                        None => Some(Secret(value)),
+                    },
                 }
             }
         }
@@ -1699,6 +1744,41 @@ fn type_name(value: &DeValue<'_>) -> &'static str {
     }
 }
 
+/// Why no request can carry `token` as `Authorization: Bearer TOKEN`, as
+/// the end of a sentence ("has a space at character 1: ..."); `None` when
+/// it is a `b64token` (RFC 6750 §2.1): one or more of
+/// `A-Z a-z 0-9 - . _ ~ + /`, then `=` only. A space around it is cut off
+/// on the way (RFC 9110 §5.5), a byte that is not visible ASCII cannot be
+/// read as header text, and clients and proxies may refuse or change any
+/// other character. The token's characters are never quoted: it is a
+/// secret.
+fn unsendable(token: &str) -> Option<String> {
+    let padding = token.len() - token.trim_end_matches('=').len();
+    let body = token.len() - padding;
+    if body == 0 {
+        return Some("is only `=`: a bearer token needs a character before its padding".to_owned());
+    }
+    let (at, character) = token
+        .char_indices()
+        .enumerate()
+        .find(|&(_, (offset, character))| {
+            let allowed = character.is_ascii_alphanumeric() || "-._~+/".contains(character);
+            offset < body && !allowed
+        })
+        .map(|(index, (_, character))| (index + 1, character))?;
+    let what = match character {
+        ' ' | '\t' => "a space",
+        '=' => "`=` before its end",
+        character if character.is_ascii_control() => "a control character",
+        character if !character.is_ascii() => "a character that is not ASCII",
+        _ => "a punctuation character outside `- . _ ~ + /`",
+    };
+    Some(format!(
+        "has {what} at character {at}: a bearer token is A-Z, a-z, 0-9 and `- . _ ~ + /`, \
+         then `=` only at its end (RFC 6750 §2.1), or no request can carry it"
+    ))
+}
+
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 fn position(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
@@ -1736,6 +1816,7 @@ mod tests {
             "BOB_TOKEN" => Some("bob-secret".into()),
             "ADMIN_TOKEN" => Some("admin-secret".into()),
             "EMPTY" => Some(OsString::new()),
+            "PADDED_TOKEN" => Some(" padded-secret-token\n".into()),
             _ => None,
         }
     }
@@ -2118,6 +2199,95 @@ action = "allow"
         assert_eq!(
             problem(&format!("{LOG}[admin]\ntoken = \"\"\n")),
             "/etc/gw/gateway.toml:4:9: admin.token: the token is empty"
+        );
+    }
+
+    #[test]
+    fn a_token_no_request_can_carry_is_refused_without_quoting_it() {
+        let rule = "a bearer token is A-Z, a-z, 0-9 and `- . _ ~ + /`, then `=` only at its \
+                    end (RFC 6750 §2.1), or no request can carry it";
+        let client = |token: &str| {
+            problem(&format!(
+                "{LOG}[[client]]\nprincipal = \"alice\"\ntoken = \"{token}\"\n"
+            ))
+        };
+        for (token, what) in [
+            (" alice-secret-token", "a space at character 1"),
+            ("alice-secret-token ", "a space at character 19"),
+            ("alice\\tsecret", "a space at character 6"),
+            (
+                "naïve-secret-token",
+                "a character that is not ASCII at character 3",
+            ),
+            ("alice\\u0001secret", "a control character at character 6"),
+            ("alice=secret", "`=` before its end at character 6"),
+            (
+                "alice:secret",
+                "a punctuation character outside `- . _ ~ + /` at character 6",
+            ),
+            (
+                "\\\"alice\\\"",
+                "a punctuation character outside `- . _ ~ + /` at character 1",
+            ),
+        ] {
+            let shown = client(token);
+            assert_eq!(
+                shown,
+                format!("/etc/gw/gateway.toml:5:9: client[0].token: the token has {what}: {rule}"),
+                "{token}"
+            );
+            assert!(!shown.contains("secret"), "{shown}");
+        }
+        assert_eq!(
+            client("=="),
+            "/etc/gw/gateway.toml:5:9: client[0].token: the token is only `=`: a bearer token \
+             needs a character before its padding"
+        );
+        // The admin's, and one from the environment, alike.
+        assert_eq!(
+            problem(&format!("{LOG}[admin]\ntoken_env = \"PADDED_TOKEN\"\n")),
+            format!(
+                "/etc/gw/gateway.toml:4:13: admin.token_env: the token in the environment \
+                 variable `PADDED_TOKEN` has a space at character 1: {rule}"
+            )
+        );
+        // Every character RFC 6750 allows, and padding.
+        let config = read(&format!(
+            "{LOG}[[client]]\nprincipal = \"alice\"\ntoken = \"Az09-._~+/alice-secret==\"\n"
+        ))
+        .unwrap();
+        assert_eq!(config.clients[0].token.expose(), "Az09-._~+/alice-secret==");
+    }
+
+    #[test]
+    fn a_config_that_is_not_utf8_names_the_first_bad_byte() {
+        let path = Path::new("/etc/gw/gateway.toml");
+        let shown = |bytes: &[u8]| {
+            not_utf8(path, &String::from_utf8(bytes.to_vec()).unwrap_err()).to_string()
+        };
+        assert_eq!(
+            shown(b"[log]\npath = \"audit.jsonl\"\n# caf\xe9 \xff\n"),
+            "/etc/gw/gateway.toml:3:6: not UTF-8 (byte 0xE9 at byte offset 32): a TOML config \
+             must be UTF-8 text"
+        );
+        // Columns count characters: `é` before the bad byte is one.
+        assert_eq!(
+            shown(
+                "# é"
+                    .as_bytes()
+                    .iter()
+                    .chain(b"\x80")
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .as_slice()
+            ),
+            "/etc/gw/gateway.toml:1:4: not UTF-8 (byte 0x80 at byte offset 4): a TOML config \
+             must be UTF-8 text"
+        );
+        assert_eq!(
+            shown(b"[log]\n\xe2\x82"),
+            "/etc/gw/gateway.toml:2:1: not UTF-8 (the file ends inside a character, at byte \
+             offset 6): a TOML config must be UTF-8 text"
         );
     }
 

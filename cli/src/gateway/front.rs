@@ -1,8 +1,8 @@
 //! What the gateway's clients talk to: an rmcp [`ServerHandler`] serving
 //! every upstream's tools, namespaced, with all four hints explicit; its
-//! streamable HTTP endpoint (Origin checked by [`HttpGuard`], Host by
-//! rmcp, bearer tokens mapped to principals, each session kept to the
-//! principal that created it) and its stdio endpoint (principal `local`);
+//! streamable HTTP endpoint (bearer tokens mapped to principals, checked
+//! first; then Origin and bodies checked by [`HttpGuard`], Host by rmcp;
+//! each session kept to the principal that created it) and its stdio endpoint (principal `local`);
 //! and the admin endpoint where approvers see and decide parked calls
 //! (Origin and Host checked the same way).
 //!
@@ -1265,9 +1265,10 @@ pub async fn serve_stdio(
 }
 
 /// Serves MCP over streamable HTTP at `http://ADDRESS/mcp`, behind the
-/// HTTP guard (403 for a foreign `Origin`, rmcp's `Host` check) and the
-/// bearer-token check (401), until `stop` resolves (the command's
-/// signals). Says the bound address on stderr: `gateway: serving MCP over
+/// bearer-token check (401 for any request without a client's token,
+/// before anything else is looked at) and then the HTTP guard (403 for a
+/// foreign `Origin`, 404, 400 and 413; rmcp's `Host` check), until `stop`
+/// resolves (the command's signals). Says the bound address on stderr: `gateway: serving MCP over
 /// streamable HTTP at http://ADDR/mcp`.
 ///
 /// # Errors
@@ -1300,12 +1301,14 @@ pub async fn serve_http(
     let guard = guard.sessions(sessions.clone());
     let front = Front::http(gateway.clone());
     let service = StreamableHttpService::new(move || Ok(front.clone()), sessions, config);
+    // The token first: a request without one learns nothing from the
+    // guard's answers (which session ids are live, what a body lacks).
     let authenticated = Authenticate {
         gateway: gateway.clone(),
         owners: Arc::new(SessionOwners::default()),
-        inner: service,
+        inner: guard.service(service),
     };
-    let app = axum::Router::new().nest_service("/mcp", guard.service(authenticated));
+    let app = axum::Router::new().nest_service("/mcp", authenticated);
     eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -1348,9 +1351,11 @@ async fn bind(
     }))
 }
 
-/// The bearer-token check in front of rmcp: a request whose
-/// `Authorization: Bearer TOKEN` matches a `[[client]]` goes on with its
-/// [`Principal`]; any other gets 401 before rmcp sees it.
+/// The bearer-token check in front of the HTTP guard and rmcp: a request
+/// whose `Authorization: Bearer TOKEN` matches a `[[client]]` goes on with
+/// its [`Principal`]; any other gets 401 before its headers or body are
+/// read further (so that, without a token, no answer tells a live session
+/// id from an unknown one, nor a sound body from a bad one).
 ///
 /// It also keeps each streamable-HTTP session to the principal that
 /// created it ([`SessionOwners`]): a request naming, in `Mcp-Session-Id`,

@@ -522,7 +522,10 @@ fn error_response(body: &[u8], id: Option<u64>) -> Option<(i64, String, Option<V
         None | Some(Value::Null) => true,
         Some(other) => id.is_some() && other.as_u64() == id,
     };
-    if response.get("jsonrpc") != Some(&Value::from("2.0")) || !for_us {
+    if response.get("jsonrpc") != Some(&Value::from("2.0"))
+        || !for_us
+        || !jsonrpc::is_error(&response)
+    {
         return None;
     }
     let Some(Value::Object(mut error)) = response.remove("error") else {

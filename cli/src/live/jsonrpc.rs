@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 messages: building ours, sorting the server's.
 
+use mcp_hints::jsonrpc::{self, Carried, Member};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
@@ -94,14 +95,14 @@ pub(crate) fn step(message: &Value, our_id: u64, answer_requests: bool) -> Step 
     // servers that drop null members, none); the only request it can
     // concern is the one in flight.
     let Some(id) = object.get("id") else {
-        if object.contains_key("error") {
+        if is_error(object) {
             return Step::Done(message.clone());
         }
         return Step::Invalid("neither \"method\" nor \"id\"".to_owned());
     };
     match id {
         Value::Number(n) if n.as_u64() == Some(our_id) => Step::Done(message.clone()),
-        Value::Null if object.contains_key("error") => Step::Done(message.clone()),
+        Value::Null if is_error(object) => Step::Done(message.clone()),
         Value::Number(n) if n.as_u64().is_some_and(|n| n >= 1 && n < our_id) => Step::Ignore,
         _ => Step::Invalid(format!(
             "response id {id} matches no request in flight (expected {our_id})"
@@ -155,6 +156,8 @@ pub(crate) fn fast_result(text: &[u8], our_id: u64) -> Option<Box<RawValue>> {
         #[serde(borrow)]
         result: Option<&'a RawValue>,
     }
+    // `Option` reads `"error": null` as `None`: beside a result it is
+    // absent, by the rule of `carried`.
     let envelope: Envelope<'_> = serde_json::from_slice(text).ok()?;
     let result = envelope.result?;
     let well_formed = envelope.jsonrpc == Some("2.0")
@@ -194,26 +197,43 @@ fn outcome_of_message(response: Value) -> Result<Value, Failure> {
     let Value::Object(mut object) = response else {
         return Err(Failure::Invalid("the response is not an object".to_owned()));
     };
-    match (object.remove("result"), object.remove("error")) {
-        (Some(_), Some(_)) => Err(Failure::Invalid(
+    let (result, error) = (object.remove("result"), object.remove("error"));
+    match carried(result.as_ref(), error.as_ref()) {
+        Carried::Both => Err(Failure::Invalid(
             "the response has both \"result\" and \"error\"".to_owned(),
         )),
-        (None, None) => Err(Failure::Invalid(
+        Carried::Result => match result.unwrap_or_default() {
+            result @ Value::Object(_) => Ok(result),
+            result => Err(Failure::Invalid(format!(
+                "\"result\" is {}, expected an object: {}",
+                kind(&result),
+                excerpt(&result.to_string())
+            ))),
+        },
+        Carried::Error => match error.unwrap_or_default() {
+            Value::Object(error) => Err(rpc_failure(error)),
+            error => Err(Failure::Invalid(format!(
+                "\"error\" is {}, expected an object: {}",
+                kind(&error),
+                excerpt(&error.to_string())
+            ))),
+        },
+        Carried::Neither => Err(Failure::Invalid(
             "the response has neither \"result\" nor \"error\"".to_owned(),
         )),
-        (Some(result @ Value::Object(_)), None) => Ok(result),
-        (Some(result), None) => Err(Failure::Invalid(format!(
-            "\"result\" is {}, expected an object: {}",
-            kind(&result),
-            excerpt(&result.to_string())
-        ))),
-        (None, Some(Value::Object(error))) => Err(rpc_failure(error)),
-        (None, Some(error)) => Err(Failure::Invalid(format!(
-            "\"error\" is {}, expected an object: {}",
-            kind(&error),
-            excerpt(&error.to_string())
-        ))),
     }
+}
+
+/// Which of `result` and `error` a response with these members carries:
+/// the rule saved pages are read by too (`"error": null` beside a result
+/// is absent).
+fn carried(result: Option<&Value>, error: Option<&Value>) -> Carried {
+    jsonrpc::carried(Member::of(result), Member::of(error))
+}
+
+/// Whether `object`, a message without `method`, is an error response.
+pub(crate) fn is_error(object: &Map<String, Value>) -> bool {
+    carried(object.get("result"), object.get("error")) == Carried::Error
 }
 
 fn rpc_failure(mut error: Map<String, Value>) -> Failure {
@@ -282,6 +302,14 @@ mod tests {
             step(json!({"jsonrpc": "2.0", "result": {}}), 3),
             Step::Invalid(_)
         ));
+        // An `"error": null` beside a result makes no error response: with
+        // id null it answers no request.
+        for result in [
+            json!({"jsonrpc": "2.0", "id": null, "result": {}, "error": null}),
+            json!({"jsonrpc": "2.0", "result": {}, "error": null}),
+        ] {
+            assert!(matches!(step(result, 3), Step::Invalid(_)));
+        }
     }
 
     #[test]
@@ -298,6 +326,8 @@ mod tests {
     fn the_fast_path_takes_only_a_plain_response_to_our_request() {
         let line = br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#;
         assert_eq!(fast_result(line, 3).unwrap().get(), r#"{"tools":[]}"#);
+        let null_error = br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]},"error":null}"#;
+        assert_eq!(fast_result(null_error, 3).unwrap().get(), r#"{"tools":[]}"#);
         for other in [
             &br#"{"jsonrpc":"2.0","id":4,"result":{"tools":[]}}"#[..],
             br#"{"jsonrpc":"1.0","id":3,"result":{}}"#,
@@ -332,6 +362,28 @@ mod tests {
             message(json!({"jsonrpc": "2.0", "id": 1})),
             Err(Failure::Invalid(_))
         ));
+        // A null beside the other member is absent (as in saved pages).
+        assert_eq!(
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": {"a": 1}, "error": null}))
+                .unwrap()
+                .get(),
+            r#"{"a":1}"#
+        );
+        assert!(matches!(
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": null,
+                "error": {"code": -32602, "message": "bad"}})),
+            Err(Failure::Rpc(-32602, _, None))
+        ));
+        for invalid in [
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "error": null}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": null, "error": null}),
+        ] {
+            assert!(
+                matches!(message(invalid.clone()), Err(Failure::Invalid(_))),
+                "{invalid}"
+            );
+        }
         let Err(Failure::Rpc(code, message, data)) = message(
             json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad", "data": 5}}),
         ) else {

@@ -209,6 +209,13 @@ pub(crate) fn json_text(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(BOM).unwrap_or(bytes)
 }
 
+/// Whether `byte` is whitespace to JSON: space, tab, line feed or carriage
+/// return (RFC 8259 §2), and nothing else: not a form feed or a vertical
+/// tab, which `u8::is_ascii_whitespace` counts.
+pub(crate) fn is_json_whitespace(byte: &u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
 /// Checks one message: `bytes` is the whole message's JSON text (a line
 /// without its newline, or an HTTP body, after [`json_text`]); `max_depth`
 /// bounds the nesting of arrays and objects, the message object itself
@@ -223,7 +230,7 @@ pub(crate) fn check(bytes: &[u8], max_depth: usize) -> Verdict {
     deserializer.disable_recursion_limit();
     let object = bytes
         .iter()
-        .find(|byte| !byte.is_ascii_whitespace())
+        .find(|byte| !is_json_whitespace(byte))
         .is_some_and(|byte| *byte == b'{');
     let parsed = if object {
         // One pass: the members as values, and the id's text as sent.

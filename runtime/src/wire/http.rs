@@ -52,9 +52,11 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// on (RFC 8259 §8.1), as over stdio; the ids in the guard's answers are
 /// the request's id text as sent.
 ///
-/// Only a POST whose `Content-Type` is `application/json` and whose
-/// `Accept` lists `application/json` and `text/event-stream` has its body
-/// checked; any other goes to rmcp untouched (which answers 415 or 406).
+/// Only a POST whose body rmcp reads has it checked: `Content-Type`
+/// `application/json`, and `Accept` listing `application/json` and
+/// `text/event-stream`, neither weighted `q=0`, read exactly as rmcp reads
+/// them (a `,` or `;` inside a quoted string splits nothing); any other goes
+/// to rmcp untouched (which answers 415 or 406).
 /// Everything else, the `Host` check included, is rmcp's.
 ///
 /// Sources: MCP basic/transports (2025-06-18, 2025-11-25) and
@@ -409,42 +411,89 @@ fn declared_too_long<B: Body>(request: &Request<B>, max: usize) -> bool {
 
 /// Whether rmcp would parse this POST's body: `Content-Type` is
 /// `application/json` and `Accept` lists both `application/json` and
-/// `text/event-stream` (a `q=0` entry does not count). Otherwise rmcp
+/// `text/event-stream` with a weight other than zero. Otherwise rmcp
 /// answers 415 or 406 without reading it.
+///
+/// The decision is rmcp's own, read the way rmcp 3.11's
+/// `StreamableHttpService::handle_post` reads these headers (its private
+/// `accepted_media_types`, `split_unquoted` and `quality_is_acceptable`):
+/// a body the guard takes for unread but rmcp reads would reach rmcp
+/// unchecked. A general media-type parser would not do: it refuses or
+/// reads otherwise what rmcp reads leniently (an unterminated quote, a
+/// weight such as `q=abc`, which rmcp ignores). A test compares this with
+/// rmcp's service on a corpus of header combinations, so that an rmcp
+/// that reads them differently fails it.
 fn rmcp_reads_body(headers: &HeaderMap) -> bool {
+    // rmcp reads only the first Content-Type, up to its first `;`.
     let json = headers
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| essence(value).eq_ignore_ascii_case("application/json"));
-    let accepted = |wanted: &str| {
-        headers
-            .get_all(ACCEPT)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .any(|entry| {
-                let mut parts = entry.split(';');
-                let media_type = parts.next().unwrap_or_default().trim();
-                let refused = parts.any(|parameter| {
-                    parameter.split_once('=').is_some_and(|(name, value)| {
-                        name.trim().eq_ignore_ascii_case("q") && zero_quality(value)
-                    })
-                });
-                !refused && media_type.eq_ignore_ascii_case(wanted)
-            })
-    };
-    json && accepted("application/json") && accepted("text/event-stream")
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case(JSON)
+        });
+    let (mut accepts_json, mut accepts_sse) = (false, false);
+    for essence in accepted_media_types(headers) {
+        accepts_json |= essence.eq_ignore_ascii_case(JSON);
+        accepts_sse |= essence.eq_ignore_ascii_case(EVENT_STREAM);
+    }
+    json && accepts_json && accepts_sse
 }
 
-/// `q=0`, `q=0.0`, ... (RFC 9110 §12.4.2): the media type is not accepted.
-fn zero_quality(value: &str) -> bool {
-    let value = value.trim();
-    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
-    whole == "0" && fraction.len() <= 3 && fraction.bytes().all(|digit| digit == b'0')
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// The media ranges of every `Accept` header (RFC 9110 §12.5.1) whose
+/// weight is not zero, each without its parameters: entries and
+/// parameters are split at `,` and `;` outside quoted strings (§5.6.4).
+fn accepted_media_types(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| split_unquoted(value, ','))
+        .filter_map(|entry| {
+            let mut parts = split_unquoted(entry, ';');
+            let essence = parts.next()?.trim();
+            parts
+                .all(|parameter| match parameter.split_once('=') {
+                    Some((name, value)) => {
+                        !name.trim().eq_ignore_ascii_case("q") || nonzero_quality(value.trim())
+                    }
+                    None => true,
+                })
+                .then_some(essence)
+        })
 }
 
-fn essence(media_type: &str) -> &str {
-    media_type.split(';').next().unwrap_or_default().trim()
+/// `value` cut at each `delimiter` outside a quoted string; a quoted-pair
+/// (`\"`) does not end the string (RFC 9110 §5.6.4).
+fn split_unquoted(value: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let (mut quoted, mut escaped) = (false, false);
+    value.split(move |character| {
+        if escaped {
+            escaped = false;
+        } else if quoted && character == '\\' {
+            escaped = true;
+        } else if character == '"' {
+            quoted = !quoted;
+        } else if !quoted && character == delimiter {
+            return true;
+        }
+        false
+    })
+}
+
+/// Whether a `q` weight leaves its media range accepted: anything but an
+/// explicit zero (`0`, `0.`, `0.0`, `0.000`; RFC 9110 §12.4.2). A weight
+/// outside the RFC's grammar (`abc`, `0.0001`) is ignored, as rmcp ignores
+/// it, and so accepts.
+fn nonzero_quality(quality: &str) -> bool {
+    let (whole, fraction) = quality.split_once('.').unwrap_or((quality, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|digit| digit.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|digit| digit != b'0')
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
@@ -639,5 +688,225 @@ mod tests {
             "application/json",
             "application/json;q=0.5, text/event-stream;q=1"
         )));
+        // A `,` or `;` inside a quoted parameter value splits nothing.
+        assert!(rmcp_reads_body(&headers(
+            "application/json",
+            r#"application/json, text/event-stream;x=";q=0;""#
+        )));
+        assert!(!rmcp_reads_body(&headers(
+            "application/json",
+            r#"application/json;x="a,text/event-stream""#
+        )));
+        // A weight outside RFC 9110's grammar is ignored, as rmcp ignores it.
+        assert!(rmcp_reads_body(&headers(
+            "application/json",
+            "application/json;q=abc, text/event-stream;q=0.0001"
+        )));
+    }
+
+    /// A handler with nothing but rmcp's defaults.
+    #[derive(Clone)]
+    struct Quiet;
+
+    impl rmcp::ServerHandler for Quiet {}
+
+    type Rmcp = rmcp::transport::StreamableHttpService<
+        Quiet,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    >;
+
+    fn rmcp_service() -> Rmcp {
+        rmcp::transport::StreamableHttpService::new(
+            || Ok(Quiet),
+            Default::default(),
+            Default::default(),
+        )
+    }
+
+    /// A POST of `body` to `/mcp` on loopback with these `Content-Type`
+    /// and `Accept` headers (raw bytes, each `Accept` one header).
+    fn post_with(
+        content_type: Option<&[u8]>,
+        accepts: &[Vec<u8>],
+        body: &str,
+    ) -> Request<Full<Bytes>> {
+        let mut request = Request::post("http://127.0.0.1:8080/mcp")
+            .header(http::header::HOST, "127.0.0.1:8080")
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .unwrap();
+        let headers = request.headers_mut();
+        if let Some(content_type) = content_type {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_bytes(content_type).unwrap());
+        }
+        for accept in accepts {
+            headers.append(ACCEPT, HeaderValue::from_bytes(accept).unwrap());
+        }
+        request
+    }
+
+    /// `service`'s answer to `request`: status and body text (none read
+    /// for a success).
+    async fn answer<S, B, ResBody>(service: &mut S, request: Request<B>) -> (StatusCode, String)
+    where
+        S: tower_service::Service<Request<B>, Response = Response<ResBody>>,
+        S::Error: fmt::Debug,
+        ResBody: Body<Data = Bytes>,
+        ResBody::Error: fmt::Debug,
+    {
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        let status = response.status();
+        if status.is_success() {
+            // A served request's SSE stream stays open: not read.
+            return (status, String::new());
+        }
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// A `Content-Type` (or none) and the `Accept` headers, as bytes.
+    type Headers = (Option<Vec<u8>>, Vec<Vec<u8>>);
+
+    /// Header combinations, drawn from the pieces that rmcp and a naive
+    /// reader of `Accept` may read differently: quoted strings holding `,`,
+    /// `;`, `"` and escapes, unterminated quotes, zero and malformed
+    /// weights, case, spaces, repeated headers and bytes that are not ASCII.
+    fn header_corpus(seed: u64, count: usize) -> Vec<Headers> {
+        const RANGES: &[&str] = &[
+            "application/json",
+            "text/event-stream",
+            "APPLICATION/JSON",
+            "Text/Event-Stream",
+            " text/event-stream ",
+            "*/*",
+            "text/*",
+            "text/html",
+            "application/json-seq",
+            "",
+        ];
+        const PARAMETERS: &[&str] = &[
+            "q=0",
+            "q=0.0",
+            "q=0.",
+            "Q=0",
+            " q = 0.000 ",
+            "q=0.5",
+            "q=1",
+            "q=abc",
+            "q=",
+            "q",
+            "q=0.0001",
+            r#"x=";q=0;""#,
+            r#"x="a,b""#,
+            r#"x="\";q=0""#,
+            r#"x="a\"b,text/event-stream""#,
+            r#"x="unterminated"#,
+            r#"profile="a;q=0""#,
+            "charset=utf-8",
+        ];
+        const CONTENT_TYPES: &[&[u8]] = &[
+            b"application/json",
+            b"application/json; charset=utf-8",
+            b"Application/JSON",
+            b" application/json ",
+            b"application/json;x=\";\"",
+            b"application/json, text/plain",
+            b"text/plain",
+            b"application/jsonx",
+            b"",
+            b"application/json\xc3\xa9",
+        ];
+        let mut random = fastrand::Rng::with_seed(seed);
+        (0..count)
+            .map(|_| {
+                let content_type = (random.u8(..10) != 0)
+                    .then(|| CONTENT_TYPES[random.usize(..CONTENT_TYPES.len())].to_vec());
+                let accepts = (0..random.usize(1..=2))
+                    .map(|_| {
+                        let entries: Vec<String> = (0..random.usize(1..=4))
+                            .map(|_| {
+                                let mut entry = RANGES[random.usize(..RANGES.len())].to_owned();
+                                for _ in 0..random.usize(0..=2) {
+                                    entry.push(';');
+                                    entry.push_str(PARAMETERS[random.usize(..PARAMETERS.len())]);
+                                }
+                                entry
+                            })
+                            .collect();
+                        let mut accept = entries
+                            .join(if random.bool() { ", " } else { "," })
+                            .into_bytes();
+                        if random.u8(..20) == 0 {
+                            accept.extend_from_slice("é".as_bytes());
+                        }
+                        accept
+                    })
+                    .collect();
+                (content_type, accepts)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_guard_decides_as_rmcp_which_bodies_rmcp_reads() {
+        // rmcp answers a body it read and cannot parse 415 "fail to
+        // deserialize", and headers it refuses 406 or 415 "Unsupported
+        // Media Type" without reading the body.
+        let mut rmcp = rmcp_service();
+        let initialize = r#"{"jsonrpc":"2.0","id":1.0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let refused_id = r#"{"jsonrpc":"2.0","id":1.0,"error":{"code":-32600,"message":"Invalid Request: request id 1.0 is not a string or a 64-bit integer in plain decimal (no fraction, exponent or -0)"}}"#;
+        let mut guarded = loopback().service(rmcp_service());
+        let mut corpus = header_corpus(0x5eed_a11c, 1500);
+        corpus.push((
+            Some(b"application/json".to_vec()),
+            vec![br#"application/json, text/event-stream;x=";q=0;""#.to_vec()],
+        ));
+        let mut differ = Vec::new();
+        for (content_type, accepts) in &corpus {
+            let (status, text) =
+                answer(&mut rmcp, post_with(content_type.as_deref(), accepts, "{")).await;
+            let rmcp_read = match status {
+                StatusCode::NOT_ACCEPTABLE => false,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+                    if text.starts_with("Unsupported Media Type") =>
+                {
+                    false
+                }
+                StatusCode::UNSUPPORTED_MEDIA_TYPE if text.starts_with("fail to deserialize") => {
+                    true
+                }
+                other => panic!("rmcp answered {other} {text:?}"),
+            };
+            let request = post_with(content_type.as_deref(), accepts, initialize);
+            let guard_reads = rmcp_reads_body(request.headers());
+            // Through the guard, an id rmcp would rewrite never reaches it:
+            // the guard refuses it, or rmcp refuses the headers unread.
+            let (status, text) = answer(&mut guarded, request).await;
+            let refused = if rmcp_read {
+                status == StatusCode::BAD_REQUEST && text == refused_id
+            } else {
+                matches!(
+                    status,
+                    StatusCode::NOT_ACCEPTABLE | StatusCode::UNSUPPORTED_MEDIA_TYPE
+                )
+            };
+            if guard_reads != rmcp_read || !refused {
+                let shown = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+                differ.push(format!(
+                    "Content-Type {:?}, Accept {:?}: rmcp reads {rmcp_read}, the guard {guard_reads}; guarded {status} {text:?}",
+                    content_type.as_deref().map(shown),
+                    accepts.iter().map(|accept| shown(accept)).collect::<Vec<_>>(),
+                ));
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "{} of {}:\n{}",
+            differ.len(),
+            corpus.len(),
+            differ.join("\n")
+        );
     }
 }

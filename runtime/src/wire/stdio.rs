@@ -291,7 +291,9 @@ where
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             // One leading byte order mark is ignored, as over HTTP.
             let line = check::json_text(line);
-            if line.iter().all(u8::is_ascii_whitespace) {
+            // A blank line is no message; a line of other whitespace (a
+            // form feed, NBSP) is text that is not JSON, as over HTTP.
+            if line.iter().all(check::is_json_whitespace) {
                 None
             } else {
                 Some(check::check(line, self.limits.max_depth))
@@ -651,6 +653,28 @@ mod tests {
         }
         // The oldest cancelled id is forgotten once more are kept.
         assert!(in_flight.start(&id));
+    }
+
+    #[tokio::test]
+    async fn a_line_of_whitespace_json_does_not_know_is_a_parse_error() {
+        let (mut transport, mut peer) = pair(LineGuard::new());
+        // Blank lines, in JSON's whitespace, are skipped unanswered.
+        peer.write(b"\n \t \r\n").await;
+        for line in [&b"\x0c\x0c"[..], b"\x0b", "\u{a0}".as_bytes(), b" \x0c\t"] {
+            peer.write(line).await;
+            peer.write(b"\n").await;
+        }
+        peer.write(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .await;
+        let next = transport.receive().await.expect("the ping");
+        assert_eq!(serde_json::to_value(&next).unwrap()["id"], 1);
+        for column in [1, 1, 1, 2] {
+            assert_eq!(
+                peer.read().await,
+                json!({"jsonrpc": "2.0", "error": {"code": -32700,
+                    "message": format!("Parse error: expected value at line 1 column {column}")}})
+            );
+        }
     }
 
     #[tokio::test]
