@@ -12,7 +12,7 @@
 //! Benchmarks: `benches/tool_call.rs` (round trips) and
 //! `src/bin/build_time.rs` (build time of a generated 200-tool server);
 //! [`peers`] is what the benchmarks of real processes share
-//! (`gateway_bench`, `http_load_bench`).
+//! (`gateway_bench`, `http_load_bench`, `stdio_bench`).
 
 pub mod peers;
 

@@ -196,9 +196,21 @@ pub async fn start_mcp_proxy(
 /// of its script.
 pub fn install_mcp_proxy(venv: &Path) -> Result<PathBuf, String> {
     let (package, version) = MCP_PROXY;
-    let scripts = venv.join("bin");
-    let python = scripts.join("python");
-    let script = scripts.join(package);
+    let script = venv.join("bin").join(package);
+    install_pypi(venv, package, version, Some(&script))?;
+    Ok(script)
+}
+
+/// `package` at exactly `version` in the venv `venv`, made and installed
+/// there with `python3 -m venv` and pip unless it (and `script`, when
+/// given) is there already; the venv's python.
+pub fn install_pypi(
+    venv: &Path,
+    package: &str,
+    version: &str,
+    script: Option<&Path>,
+) -> Result<PathBuf, String> {
+    let python = venv.join("bin").join("python");
     let installed = || -> Option<String> {
         let output = Command::new(&python)
             .args([
@@ -214,9 +226,10 @@ pub fn install_mcp_proxy(venv: &Path) -> Result<PathBuf, String> {
             .success()
             .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
     };
-    if script.is_file() && installed().as_deref() == Some(version) {
+    let complete = || script.is_none_or(Path::is_file);
+    if complete() && installed().as_deref() == Some(version) {
         eprintln!("bench: {package} {version} already in {}", venv.display());
-        return Ok(script);
+        return Ok(python);
     }
     if venv.exists() {
         std::fs::remove_dir_all(venv)
@@ -246,10 +259,14 @@ pub fn install_mcp_proxy(venv: &Path) -> Result<PathBuf, String> {
         &mut pip,
     )?;
     match installed() {
-        Some(found) if found == version && script.is_file() => Ok(script),
+        Some(found) if found == version && complete() => Ok(python),
         found => Err(format!(
-            "after pip, {package} is {found:?} in {}, not {version} with its `{package}` script",
-            venv.display()
+            "after pip, {package} is {found:?} in {}, not {version}{}",
+            venv.display(),
+            script.map_or(String::new(), |script| format!(
+                " with {}",
+                script.display()
+            )),
         )),
     }
 }

@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mcp_hints_bench::median;
+use mcp_hints_bench::{median, peers};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
@@ -462,7 +462,7 @@ fn install_npm(prefix: &Path) -> Result<PathBuf, String> {
     npm.args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(prefix)
         .arg(format!("{package}@{version}"));
-    finish(
+    peers::finish(
         &format!("installing {package} {version} with npm (it needs the npm registry)"),
         &mut npm,
     )?;
@@ -475,84 +475,9 @@ fn install_npm(prefix: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// The pinned FastMCP in the venv `venv`, made and installed there with
-/// `python3 -m venv` and pip unless it is there already; its python.
+/// The pinned FastMCP in the venv `venv` (installed there unless it is
+/// already); its python.
 fn install_fastmcp(venv: &Path) -> Result<PathBuf, String> {
     let (package, version) = FASTMCP;
-    let python = venv.join("bin").join("python");
-    let installed = || -> Option<String> {
-        let output = Command::new(&python)
-            .args([
-                "-c",
-                "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))",
-                package,
-            ])
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    };
-    if installed().as_deref() == Some(version) {
-        eprintln!(
-            "stdio_bench: {package} {version} already in {}",
-            venv.display()
-        );
-        return Ok(python);
-    }
-    if venv.exists() {
-        std::fs::remove_dir_all(venv)
-            .map_err(|error| format!("removing {}: {error}", venv.display()))?;
-    }
-    eprintln!(
-        "stdio_bench: installing {package} {version} into {}",
-        venv.display()
-    );
-    let mut make = Command::new("python3");
-    make.args(["-m", "venv"]).arg(venv);
-    finish(
-        "making the Python virtual environment (is python3 with its venv module installed?)",
-        &mut make,
-    )?;
-    let mut pip = Command::new(&python);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-    ])
-    .arg(format!("{package}=={version}"));
-    finish(
-        &format!("installing {package} {version} with pip (it needs PyPI)"),
-        &mut pip,
-    )?;
-    match installed() {
-        Some(found) if found == version => Ok(python),
-        found => Err(format!(
-            "after pip, {package} is {found:?} in {}, not {version}",
-            venv.display()
-        )),
-    }
-}
-
-/// Runs `command` to completion; `what` with its command line and output
-/// when it cannot start or fails.
-fn finish(what: &str, command: &mut Command) -> Result<(), String> {
-    let line = format!("{command:?}");
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| format!("{what}: cannot run {line}: {error}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "{what}: {line} failed with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout).trim_end(),
-        String::from_utf8_lossy(&output.stderr).trim_end(),
-    ))
+    peers::install_pypi(venv, package, version, None)
 }
