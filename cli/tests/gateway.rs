@@ -96,6 +96,7 @@ struct Gateway {
     admin: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     dir: PathBuf,
+    log: PathBuf,
 }
 
 impl Gateway {
@@ -104,9 +105,17 @@ impl Gateway {
     fn start(dir: &Path, config: &str) -> Gateway {
         let path = dir.join("gateway.toml");
         std::fs::write(&path, config).unwrap();
+        Gateway::serve(&path, &dir.join("audit.jsonl"), &[])
+    }
+
+    /// Starts `mcp-hints gateway serve --config PATH` with `env` set, its
+    /// audit log at `log`; waits (90 s at most) until it says where it
+    /// serves.
+    fn serve(path: &Path, log: &Path, env: &[(&str, &str)]) -> Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
             .args(["gateway", "serve", "--config"])
-            .arg(&path)
+            .arg(path)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -138,7 +147,8 @@ impl Gateway {
             url: String::new(),
             admin: None,
             stderr: lines,
-            dir: dir.to_owned(),
+            dir: log.parent().unwrap().to_owned(),
+            log: log.to_owned(),
         };
         let deadline = Instant::now() + Duration::from_secs(90);
         while gateway.url.is_empty() {
@@ -167,7 +177,7 @@ impl Gateway {
     /// The audit log's entries: its whole lines (a line the gateway is
     /// still writing has no newline yet and is not read).
     fn log(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default();
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
         whole
             .lines()
@@ -2639,4 +2649,101 @@ fn a_call_to_an_upstream_that_cannot_be_started_again_says_so_in_a_sentence() {
     );
     assert!(!said.contains("its calls"), "{said}");
     assert_eq!(executions(&dir), 1, "only the call that died ran");
+}
+
+/// The starter config, examples/gateway.toml, as checked in.
+fn starter_config() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gateway.toml"))
+        .unwrap()
+}
+
+/// A clone's layout under `dir`: the starter config at
+/// DIR/examples/gateway.toml with its two ports replaced by `http` and
+/// `admin` (nothing else changed), and DIR/target/debug/notes the built
+/// notes server, so that the config's relative paths resolve as in a
+/// clone. Returns the config's path.
+fn starter_layout(dir: &Path, http: &str, admin: &str) -> PathBuf {
+    let starter = starter_config();
+    assert!(
+        starter.contains("\nhttp = \"127.0.0.1:8787\"\n"),
+        "{starter}"
+    );
+    assert!(
+        starter.contains("\nadmin_http = \"127.0.0.1:8788\"\n"),
+        "{starter}"
+    );
+    let config = starter
+        .replace(
+            "\nhttp = \"127.0.0.1:8787\"\n",
+            &format!("\nhttp = \"{http}\"\n"),
+        )
+        .replace(
+            "\nadmin_http = \"127.0.0.1:8788\"\n",
+            &format!("\nadmin_http = \"{admin}\"\n"),
+        );
+    std::fs::create_dir_all(dir.join("examples")).unwrap();
+    std::fs::create_dir_all(dir.join("target/debug")).unwrap();
+    std::os::unix::fs::symlink(notes_server(), dir.join("target/debug/notes")).unwrap();
+    let path = dir.join("examples/gateway.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// The variables the starter config reads its tokens from.
+const STARTER_ENV: [(&str, &str); 2] = [
+    ("ALICE_TOKEN", TOKEN),
+    ("MCP_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN),
+];
+
+#[test]
+fn the_starter_config_serves_notes_with_its_rules() {
+    let dir = scratch("starter");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let gateway = Gateway::serve(&path, &dir.join("target/gateway-audit.jsonl"), &STARTER_ENV);
+    let ops = json!([
+        { "op": "list" },
+        call("notes__append_note", json!({ "text": "day one" })),
+        call("notes__list_notes", json!({})),
+        call("notes__delete_note", json!({ "id": 1 })),
+    ]);
+    let session = gateway.python(TOKEN, "auto", &ops);
+    let results = session["results"].as_array().unwrap();
+    let names: Vec<String> = by_name(&results[0]).into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            "notes__add_note",
+            "notes__append_note",
+            "notes__delete_note",
+            "notes__forecast",
+            "notes__list_notes",
+            "notes__update_note"
+        ]
+    );
+    assert!(text(&results[2]).contains("day one"), "{}", results[2]);
+    assert_eq!(results[3]["isError"], true, "{}", results[3]);
+    assert!(
+        text(&results[3]).contains("rule[0] (deny notes__delete_* when destructive)"),
+        "{}",
+        results[3]
+    );
+    let log = gateway.log_when(Duration::from_secs(10), |log| log.len() >= 6);
+    let decisions: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|entry| entry["phase"] == "decided")
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("append_note", "allow"),
+            ("list_notes", "allow"),
+            ("delete_note", "deny")
+        ]
+    );
 }
