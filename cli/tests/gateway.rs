@@ -2747,3 +2747,220 @@ fn the_starter_config_serves_notes_with_its_rules() {
         ]
     );
 }
+
+/// `mcp-hints gateway ARGS...` with `env` set, to its end: status, stdout,
+/// stderr.
+fn gateway_command(
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .arg("gateway")
+        .args(args)
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("mcp-hints runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn gateway_init_writes_the_starter_config_and_never_overwrites() {
+    let dir = scratch("init");
+    let path = dir.join("examples/gateway.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), path.as_os_str()], &[]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), starter_config());
+    let shown = path.display();
+    assert!(
+        stdout.starts_with(&format!("wrote {shown}: a starter config")),
+        "{stdout}"
+    );
+    // Nothing at DIR/target/debug/notes: said, with the build command.
+    assert!(
+        stdout.contains(&format!(
+            "note: its `notes` upstream runs {}, which is not there yet",
+            dir.join("target/debug/notes").display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!(
+            "next:\n  export ALICE_TOKEN=$(openssl rand -hex 16) \
+             MCP_GATEWAY_ADMIN_TOKEN=$(openssl rand -hex 16)\n  mcp-hints gateway check \
+             --config {shown}\n  mcp-hints gateway serve --config {shown}\n"
+        )),
+        "{stdout}"
+    );
+
+    // An existing file, whatever it holds, is left as it is.
+    std::fs::write(&path, "# mine\n").unwrap();
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), path.as_os_str()], &[]);
+    assert_eq!(status, Some(2), "{stdout}{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains(&format!(
+            "{shown} already exists; nothing written: give another PATH, or remove it first"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine\n");
+}
+
+#[test]
+fn gateway_check_lists_every_tool_with_its_rule_and_binds_nothing() {
+    let dir = scratch("check");
+    // Both ports the config names are taken by listeners of this test's
+    // own: check must not need them.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let path = starter_layout(
+        &dir,
+        &http.local_addr().unwrap().to_string(),
+        &admin.local_addr().unwrap().to_string(),
+    );
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    let expected = [
+        "notes__add_note     readOnlyHint=false (declared)  destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  allow (no rule)",
+        "notes__append_note  readOnlyHint=false (declared)  destructiveHint=false (declared)  \
+         idempotentHint=false (declared)  openWorldHint=false (declared)  allow (no rule)",
+        "notes__delete_note  readOnlyHint=false (declared)  destructiveHint=true (declared)   \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  \
+         rule[0] (deny notes__delete_* when destructive)",
+        "notes__forecast     readOnlyHint=true (declared)   destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=true (declared)   \
+         rule[2] (rate_limit * when open_world, 10 per 60 s)",
+        "notes__list_notes   readOnlyHint=true (declared)   destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  allow (no rule)",
+        "notes__update_note  readOnlyHint=false (declared)  destructiveHint=true (declared)   \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  \
+         rule[1] (require_approval * when destructive, expires after 120 s as deny)",
+    ];
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected, "{stdout}");
+    assert!(
+        stderr.contains("gateway: 6 tools from 1 upstream (0 unavailable)"),
+        "{stderr}"
+    );
+    // Nothing was written, and the listeners are still this test's.
+    assert!(!dir.join("target/gateway-audit.jsonl").exists());
+    // Serving the same file needs the ports, so it is refused.
+    let (status, _, serve) = gateway_command(
+        &["serve".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{serve}");
+    drop((http, admin));
+
+    // --json: the same decisions, per principal.
+    let (status, stdout, stderr) = gateway_command(
+        &[
+            "check".as_ref(),
+            "--json".as_ref(),
+            "--config".as_ref(),
+            path.as_os_str(),
+        ],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    let tools: Value = serde_json::from_str(&stdout).unwrap();
+    let delete = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "notes__delete_note")
+        .unwrap();
+    assert_eq!(
+        delete["rules"],
+        json!({
+            "alice": "rule[0] (deny notes__delete_* when destructive)",
+            "local": "rule[0] (deny notes__delete_* when destructive)",
+        })
+    );
+    assert_eq!(
+        delete["hints"]["destructiveHint"],
+        json!({ "value": true, "source": "declared" })
+    );
+}
+
+#[test]
+fn gateway_check_names_principals_that_fall_under_different_rules_and_says_warnings() {
+    let dir = scratch("check-principals");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    config.push_str(
+        "\n[[rule]]\naction = \"deny\"\ntool = \"append_note\"\nprincipal = \"local\"\n\n\
+         [[rule]]\naction = \"allow\"\ntool = \"delte_note\"\n",
+    );
+    std::fs::write(&path, config).unwrap();
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    let append = stdout
+        .lines()
+        .find(|line| line.starts_with("notes__append_note "))
+        .unwrap();
+    assert!(
+        append.ends_with("  alice: allow (no rule); local: rule[3] (deny append_note for local)"),
+        "{append}"
+    );
+    assert!(
+        stderr.contains(
+            "gateway: warning: rule[4].tool `delte_note` matches no tool of the upstreams `*` names"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn gateway_check_refuses_a_bad_config_as_serve_does() {
+    let dir = scratch("check-invalid");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let config = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("limit = 10\n", "limit = 10\nbogus = 1\n");
+    std::fs::write(&path, &config).unwrap();
+    let line = config.lines().position(|line| line == "bogus = 1").unwrap() + 1;
+    let (status, stdout, check) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{stdout}{check}");
+    assert_eq!(stdout, "");
+    assert!(
+        check.contains(&format!(
+            "{}:{line}:1: rule[2].bogus: unknown key `bogus`",
+            path.display()
+        )),
+        "{check}"
+    );
+    let (status, _, serve) = gateway_command(
+        &["serve".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{serve}");
+    assert_eq!(check, serve);
+
+    // A token variable that is unset: the same refusal, naming the key.
+    let (status, _, check) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[("ALICE_TOKEN", TOKEN)],
+    );
+    assert_eq!(status, Some(2), "{check}");
+    assert!(
+        check.contains("admin.token_env: the environment variable"),
+        "{check}"
+    );
+}
