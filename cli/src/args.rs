@@ -108,8 +108,8 @@ pub enum GatewayCommand {
     /// namespaced name, its effective hints with their sources, and the
     /// rule it falls under, plus the warnings `serve` would print. It
     /// starts every upstream to read its tools/list, then stops them; it
-    /// never binds `listen.http` or `listen.admin_http`, nor opens the
-    /// audit log for writing.
+    /// never binds `listen.http` or `listen.admin_http`, and writes
+    /// nothing to the audit log.
     ///
     /// Exit status: 0 for a valid config, 2 with `serve`'s own messages for
     /// one that is not (file, line and key named) or colliding tool names.

@@ -73,3 +73,32 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
     crate::print(&out)?;
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::config::{UpstreamTransport, parse_with_env};
+
+    #[test]
+    fn the_starter_config_is_valid_and_runs_the_notes_program_init_names() {
+        let env = |name: &str| {
+            ["ALICE_TOKEN", "MCP_GATEWAY_ADMIN_TOKEN"]
+                .contains(&name)
+                .then(|| format!("{name}-0123456789abcdef").into())
+        };
+        let config = parse_with_env(STARTER, Path::new("/clone/examples/gateway.toml"), &env)
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let [notes] = config.upstreams.as_slice() else {
+            panic!("{:?}", config.upstreams);
+        };
+        let UpstreamTransport::Command { program, .. } = &notes.transport else {
+            panic!("{:?}", notes.transport);
+        };
+        assert_eq!(program, &format!("/clone/examples/{NOTES_PROGRAM}"));
+        assert_eq!(
+            config.log.path,
+            Path::new("/clone/examples/../target/gateway-audit.jsonl")
+        );
+    }
+}
