@@ -99,6 +99,21 @@ pub enum GatewayCommand {
     /// --stdio) in front of the config's upstreams, with the admin endpoint
     /// at `listen.admin_http`.
     Serve(ServeArgs),
+    /// Writes a starter config (the repository's examples/gateway.toml: the
+    /// `notes` example server behind a deny, a require_approval and a
+    /// rate_limit rule, every key explained) and prints the commands to run
+    /// next. An existing file is never overwritten (exit 2).
+    Init(InitArgs),
+    /// Validates a config and prints, for each tool `serve` would serve, its
+    /// namespaced name, its effective hints with their sources, and the
+    /// rule it falls under, plus the warnings `serve` would print. It
+    /// starts every upstream to read its tools/list, then stops them; it
+    /// never binds `listen.http` or `listen.admin_http`, and writes
+    /// nothing to the audit log.
+    ///
+    /// Exit status: 0 for a valid config, 2 with `serve`'s own messages for
+    /// one that is not (file, line and key named) or colliding tool names.
+    Check(CheckArgs),
     /// Prints the audit log's entries, filtered.
     Log(crate::gateway::log::LogArgs),
     /// Approves a parked call (or a drifted tool's new definition) at the
@@ -125,6 +140,26 @@ pub struct ServeArgs {
     /// HTTP.
     #[arg(long)]
     pub stdio: bool,
+}
+
+/// `mcp-hints gateway init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the config.
+    #[arg(value_name = "PATH", default_value = "gateway.toml")]
+    pub path: PathBuf,
+}
+
+/// `mcp-hints gateway check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The gateway's config file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Print the tools as JSON (an array of objects with `name`,
+    /// `upstream`, `tool`, `hints` and `rules`) instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `mcp-hints gateway approve|deny`.

@@ -49,6 +49,15 @@ fn the_admin_commands_name_the_variables_they_read() {
     }
 }
 
+#[test]
+fn gateway_check_help_says_it_starts_the_upstreams() {
+    let text = help(&["gateway", "check"]);
+    assert!(
+        text.contains("It starts every upstream to read its tools/list, then stops them"),
+        "{text}"
+    );
+}
+
 /// `mcp-hints completions SHELL`'s script, which the shell itself then
 /// reads without error.
 #[test]

@@ -96,6 +96,7 @@ struct Gateway {
     admin: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     dir: PathBuf,
+    log: PathBuf,
 }
 
 impl Gateway {
@@ -104,9 +105,17 @@ impl Gateway {
     fn start(dir: &Path, config: &str) -> Gateway {
         let path = dir.join("gateway.toml");
         std::fs::write(&path, config).unwrap();
+        Gateway::serve(&path, &dir.join("audit.jsonl"), &[])
+    }
+
+    /// Starts `mcp-hints gateway serve --config PATH` with `env` set, its
+    /// audit log at `log`; waits (90 s at most) until it says where it
+    /// serves.
+    fn serve(path: &Path, log: &Path, env: &[(&str, &str)]) -> Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
             .args(["gateway", "serve", "--config"])
-            .arg(&path)
+            .arg(path)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -138,7 +147,8 @@ impl Gateway {
             url: String::new(),
             admin: None,
             stderr: lines,
-            dir: dir.to_owned(),
+            dir: log.parent().unwrap().to_owned(),
+            log: log.to_owned(),
         };
         let deadline = Instant::now() + Duration::from_secs(90);
         while gateway.url.is_empty() {
@@ -167,7 +177,7 @@ impl Gateway {
     /// The audit log's entries: its whole lines (a line the gateway is
     /// still writing has no newline yet and is not read).
     fn log(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default();
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
         whole
             .lines()
@@ -2639,4 +2649,318 @@ fn a_call_to_an_upstream_that_cannot_be_started_again_says_so_in_a_sentence() {
     );
     assert!(!said.contains("its calls"), "{said}");
     assert_eq!(executions(&dir), 1, "only the call that died ran");
+}
+
+/// The starter config, examples/gateway.toml, as checked in.
+fn starter_config() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gateway.toml"))
+        .unwrap()
+}
+
+/// A clone's layout under `dir`: the starter config at
+/// DIR/examples/gateway.toml with its two ports replaced by `http` and
+/// `admin` (nothing else changed), and DIR/target/debug/notes the built
+/// notes server, so that the config's relative paths resolve as in a
+/// clone. Returns the config's path.
+fn starter_layout(dir: &Path, http: &str, admin: &str) -> PathBuf {
+    let starter = starter_config();
+    assert!(
+        starter.contains("\nhttp = \"127.0.0.1:8787\"\n"),
+        "{starter}"
+    );
+    assert!(
+        starter.contains("\nadmin_http = \"127.0.0.1:8788\"\n"),
+        "{starter}"
+    );
+    let config = starter
+        .replace(
+            "\nhttp = \"127.0.0.1:8787\"\n",
+            &format!("\nhttp = \"{http}\"\n"),
+        )
+        .replace(
+            "\nadmin_http = \"127.0.0.1:8788\"\n",
+            &format!("\nadmin_http = \"{admin}\"\n"),
+        );
+    std::fs::create_dir_all(dir.join("examples")).unwrap();
+    std::fs::create_dir_all(dir.join("target/debug")).unwrap();
+    std::os::unix::fs::symlink(notes_server(), dir.join("target/debug/notes")).unwrap();
+    let path = dir.join("examples/gateway.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// The variables the starter config reads its tokens from.
+const STARTER_ENV: [(&str, &str); 2] = [
+    ("ALICE_TOKEN", TOKEN),
+    ("MCP_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN),
+];
+
+#[test]
+fn the_starter_config_serves_notes_with_its_rules() {
+    let dir = scratch("starter");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let gateway = Gateway::serve(&path, &dir.join("target/gateway-audit.jsonl"), &STARTER_ENV);
+    let ops = json!([
+        { "op": "list" },
+        call("notes__append_note", json!({ "text": "day one" })),
+        call("notes__list_notes", json!({})),
+        call("notes__delete_note", json!({ "id": 1 })),
+    ]);
+    let session = gateway.python(TOKEN, "auto", &ops);
+    let results = session["results"].as_array().unwrap();
+    let names: Vec<String> = by_name(&results[0]).into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            "notes__add_note",
+            "notes__append_note",
+            "notes__delete_note",
+            "notes__forecast",
+            "notes__list_notes",
+            "notes__update_note"
+        ]
+    );
+    assert!(text(&results[2]).contains("day one"), "{}", results[2]);
+    assert_eq!(results[3]["isError"], true, "{}", results[3]);
+    assert!(
+        text(&results[3]).contains("rule[0] (deny notes__delete_* when destructive)"),
+        "{}",
+        results[3]
+    );
+    let log = gateway.log_when(Duration::from_secs(10), |log| log.len() >= 6);
+    let decisions: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|entry| entry["phase"] == "decided")
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("append_note", "allow"),
+            ("list_notes", "allow"),
+            ("delete_note", "deny")
+        ]
+    );
+}
+
+/// `mcp-hints gateway ARGS...` with `env` set, to its end: status, stdout,
+/// stderr.
+fn gateway_command(
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .arg("gateway")
+        .args(args)
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("mcp-hints runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn gateway_init_writes_the_starter_config_and_never_overwrites() {
+    let dir = scratch("init");
+    let path = dir.join("examples/gateway.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), path.as_os_str()], &[]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), starter_config());
+    let shown = path.display();
+    assert!(
+        stdout.starts_with(&format!("wrote {shown}: a starter config")),
+        "{stdout}"
+    );
+    // Nothing at DIR/target/debug/notes: said, with the build command.
+    assert!(
+        stdout.contains(&format!(
+            "note: its `notes` upstream runs {}, which is not there yet",
+            dir.join("target/debug/notes").display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!(
+            "next:\n  export ALICE_TOKEN=$(openssl rand -hex 16) \
+             MCP_GATEWAY_ADMIN_TOKEN=$(openssl rand -hex 16)\n  mcp-hints gateway check \
+             --config {shown}\n  mcp-hints gateway serve --config {shown}\n"
+        )),
+        "{stdout}"
+    );
+
+    // An existing file, whatever it holds, is left as it is.
+    std::fs::write(&path, "# mine\n").unwrap();
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), path.as_os_str()], &[]);
+    assert_eq!(status, Some(2), "{stdout}{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains(&format!(
+            "{shown} already exists; nothing written: give another PATH, or remove it first"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine\n");
+}
+
+#[test]
+fn gateway_check_lists_every_tool_with_its_rule_and_binds_nothing() {
+    let dir = scratch("check");
+    // Both ports the config names are taken by listeners of this test's
+    // own: check must not need them.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let path = starter_layout(
+        &dir,
+        &http.local_addr().unwrap().to_string(),
+        &admin.local_addr().unwrap().to_string(),
+    );
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    let expected = [
+        "notes__add_note     readOnlyHint=false (declared)  destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  allow (no rule)",
+        "notes__append_note  readOnlyHint=false (declared)  destructiveHint=false (declared)  \
+         idempotentHint=false (declared)  openWorldHint=false (declared)  allow (no rule)",
+        "notes__delete_note  readOnlyHint=false (declared)  destructiveHint=true (declared)   \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  \
+         rule[0] (deny notes__delete_* when destructive)",
+        "notes__forecast     readOnlyHint=true (declared)   destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=true (declared)   \
+         rule[2] (rate_limit * when open_world, 10 per 60 s)",
+        "notes__list_notes   readOnlyHint=true (declared)   destructiveHint=false (declared)  \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  allow (no rule)",
+        "notes__update_note  readOnlyHint=false (declared)  destructiveHint=true (declared)   \
+         idempotentHint=true (declared)   openWorldHint=false (declared)  \
+         rule[1] (require_approval * when destructive, expires after 120 s as deny)",
+    ];
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), expected, "{stdout}");
+    assert!(
+        stderr.contains("gateway: 6 tools from 1 upstream (0 unavailable)"),
+        "{stderr}"
+    );
+    // Nothing was written, and the listeners are still this test's.
+    assert!(!dir.join("target/gateway-audit.jsonl").exists());
+    // Serving the same file needs the ports, so it is refused.
+    let (status, _, serve) = gateway_command(
+        &["serve".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{serve}");
+    drop((http, admin));
+
+    // --json: the same decisions, per principal.
+    let (status, stdout, stderr) = gateway_command(
+        &[
+            "check".as_ref(),
+            "--json".as_ref(),
+            "--config".as_ref(),
+            path.as_os_str(),
+        ],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    let tools: Value = serde_json::from_str(&stdout).unwrap();
+    let delete = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "notes__delete_note")
+        .unwrap();
+    assert_eq!(
+        delete["rules"],
+        json!({
+            "alice": "rule[0] (deny notes__delete_* when destructive)",
+            "local": "rule[0] (deny notes__delete_* when destructive)",
+        })
+    );
+    assert_eq!(
+        delete["hints"]["destructiveHint"],
+        json!({ "value": true, "source": "declared" })
+    );
+}
+
+#[test]
+fn gateway_check_names_principals_that_fall_under_different_rules_and_says_warnings() {
+    let dir = scratch("check-principals");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    config.push_str(
+        "\n[[rule]]\naction = \"deny\"\ntool = \"append_note\"\nprincipal = \"local\"\n\n\
+         [[rule]]\naction = \"allow\"\ntool = \"delte_note\"\n",
+    );
+    std::fs::write(&path, config).unwrap();
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    let append = stdout
+        .lines()
+        .find(|line| line.starts_with("notes__append_note "))
+        .unwrap();
+    assert!(
+        append.ends_with("  alice: allow (no rule); local: rule[3] (deny append_note for local)"),
+        "{append}"
+    );
+    assert!(
+        stderr.contains(
+            "gateway: warning: rule[4].tool `delte_note` matches no tool of the upstreams `*` names"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn gateway_check_refuses_a_bad_config_as_serve_does() {
+    let dir = scratch("check-invalid");
+    let path = starter_layout(&dir, "127.0.0.1:0", "127.0.0.1:0");
+    let config = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("limit = 10\n", "limit = 10\nbogus = 1\n");
+    std::fs::write(&path, &config).unwrap();
+    let line = config.lines().position(|line| line == "bogus = 1").unwrap() + 1;
+    let (status, stdout, check) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{stdout}{check}");
+    assert_eq!(stdout, "");
+    assert!(
+        check.contains(&format!(
+            "{}:{line}:1: rule[2].bogus: unknown key `bogus`",
+            path.display()
+        )),
+        "{check}"
+    );
+    let (status, _, serve) = gateway_command(
+        &["serve".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &STARTER_ENV,
+    );
+    assert_eq!(status, Some(2), "{serve}");
+    assert_eq!(check, serve);
+
+    // A token variable that is unset: the same refusal, naming the key.
+    let (status, _, check) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[("ALICE_TOKEN", TOKEN)],
+    );
+    assert_eq!(status, Some(2), "{check}");
+    assert!(
+        check.contains("admin.token_env: the environment variable"),
+        "{check}"
+    );
 }

@@ -233,20 +233,7 @@ impl Gateway {
             None => None,
         };
         let policy = Policy::new(&config);
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let upstreams = upstream::connect_all(&config, sender).await;
-        let catalogue = Catalogue::build(&config, &upstreams)
-            .map_err(|error| format!("{}: {error}", config.path.display()))?;
-        let left_out = say_left_out(&catalogue, &HashSet::new());
-        let unavailable = upstreams
-            .iter()
-            .filter(|upstream| upstream.unavailable().is_some())
-            .count();
-        eprintln!(
-            "gateway: {} from {} ({unavailable} unavailable)",
-            crate::text::count(catalogue.tools.len(), "tool", "tools"),
-            crate::text::count(upstreams.len(), "upstream", "upstreams"),
-        );
+        let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config).await?;
         Ok(Gateway {
             config,
             policy,
@@ -459,6 +446,101 @@ fn say_left_out(
         );
     }
     catalogue.left_out.keys().cloned().collect()
+}
+
+/// Connects every upstream of `config` and builds the served list, saying
+/// on stderr what start-up says: each unavailable upstream, each tool left
+/// out for its name, and the count of tools. Returns the upstreams, the
+/// list, the tools left out, and the receiver of their
+/// `notifications/tools/list_changed`.
+///
+/// # Errors
+///
+/// Colliding or over-long namespaced names, after the config's path (the
+/// upstreams are started by then; [`upstream::stop_all`] stops them).
+async fn start_upstreams(
+    config: &Config,
+) -> Result<
+    (
+        Vec<Arc<Upstream>>,
+        Catalogue,
+        HashSet<(String, String)>,
+        mpsc::UnboundedReceiver<String>,
+    ),
+    String,
+> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let upstreams = upstream::connect_all(config, sender).await;
+    let catalogue = Catalogue::build(config, &upstreams)
+        .map_err(|error| format!("{}: {error}", config.path.display()))?;
+    let left_out = say_left_out(&catalogue, &HashSet::new());
+    let unavailable = upstreams
+        .iter()
+        .filter(|upstream| upstream.unavailable().is_some())
+        .count();
+    eprintln!(
+        "gateway: {} from {} ({unavailable} unavailable)",
+        crate::text::count(catalogue.tools.len(), "tool", "tools"),
+        crate::text::count(upstreams.len(), "upstream", "upstreams"),
+    );
+    Ok((upstreams, catalogue, left_out, receiver))
+}
+
+/// One tool as `gateway serve` would serve it.
+#[derive(Clone, Debug)]
+pub struct ServedTool {
+    /// As clients see it, `UPSTREAM__TOOL`.
+    pub name: String,
+    /// Its upstream's name.
+    pub upstream: String,
+    /// The upstream's own name for it.
+    pub tool: String,
+    /// The hints the policy acts on, with their sources.
+    pub hints: EffectiveHints,
+}
+
+/// What `gateway serve` on `config` would serve, for `gateway check`: the
+/// upstreams are started and listed by the same code as
+/// [`Gateway::start`] (with the same stderr lines), then closed. Returns
+/// the served tools in served order, and `(upstream, tool)` of every tool
+/// the upstreams listed (for
+/// [`unmatched_tool_globs`](policy::unmatched_tool_globs)).
+///
+/// # Errors
+///
+/// Colliding or over-long namespaced names, as [`Gateway::start`] says
+/// them.
+pub async fn served_tools(
+    config: &Config,
+) -> Result<(Vec<ServedTool>, Vec<(String, String)>), String> {
+    let (upstreams, catalogue, _, _) = start_upstreams(config).await?;
+    let served = catalogue
+        .tools
+        .iter()
+        .filter_map(|tool| {
+            let listed = catalogue.by_name.get(tool.name.as_ref())?;
+            Some(ServedTool {
+                name: tool.name.to_string(),
+                upstream: listed.upstream.name.clone(),
+                tool: listed.tool.clone(),
+                hints: listed.hints,
+            })
+        })
+        .collect();
+    let listed = upstreams
+        .iter()
+        .flat_map(|upstream| {
+            upstream
+                .tools()
+                .iter()
+                .map(|tool| (upstream.name.clone(), tool.name.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for upstream in &upstreams {
+        upstream.close();
+    }
+    Ok((served, listed))
 }
 
 /// The MCP server of one client connection: the gateway, and the principal

@@ -186,6 +186,44 @@ struct Request {
 }
 
 impl AuditLog {
+    /// Whether [`open`](Self::open) could open the log at `path`, without
+    /// creating or writing it (for `gateway check`): an existing file is
+    /// opened for appending and closed, a missing one needs its directory.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] (action `open it for appending`) for a missing
+    /// directory, a directory at `path`, or no permission.
+    pub fn check(path: &Path) -> Result<(), LogError> {
+        let error = |source| LogError {
+            path: path.to_owned(),
+            action: "open it for appending",
+            source,
+        };
+        if path.exists() {
+            // Opened, not created, and nothing written: the same error
+            // `open` would meet (a directory, no permission).
+            OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
+                .map_err(error)
+        } else {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(dir) {
+                Ok(metadata) if metadata.is_dir() => Ok(()),
+                Ok(_) => Err(error(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", dir.display()),
+                ))),
+                Err(source) => Err(error(source)),
+            }
+        }
+    }
+
     /// Opens (creating it, mode 0600 on Unix) the log at `path` for
     /// appending, and starts its writer thread (which ends when the last
     /// clone is dropped, syncing what it wrote).

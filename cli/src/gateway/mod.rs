@@ -21,6 +21,8 @@
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | [`upstream`] | connecting upstreams, following `tools/list_changed` |
 //! | [`front`] | the MCP server clients talk to; HTTP, stdio, the admin endpoint |
+//! | [`init`] | `gateway init`: the starter config |
+//! | [`check`] | `gateway check`: what `serve` would serve, without serving |
 //!
 //! # Names
 //!
@@ -42,8 +44,10 @@
 //! (`--stdio`), an error.
 
 pub mod approval;
+pub mod check;
 pub mod config;
 pub mod front;
+pub mod init;
 pub mod log;
 pub mod policy;
 pub mod upstream;
@@ -155,6 +159,8 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
 pub async fn run(args: GatewayArgs) -> Result<u8, String> {
     match args.command {
         GatewayCommand::Serve(args) => serve(args).await,
+        GatewayCommand::Init(args) => init::run(&args),
+        GatewayCommand::Check(args) => check::run(&args).await,
         GatewayCommand::Log(args) => log::run_log(&args),
         GatewayCommand::Approve(args) => {
             approval::run_decide(approval::Decide::Approve, Some(&args.id), &args.endpoint).await

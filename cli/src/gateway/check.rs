@@ -1,0 +1,171 @@
+//! `mcp-hints gateway check`: what `serve` would do with a config, without
+//! serving. The config is loaded, the upstreams are started and listed, and
+//! each tool is decided by the gateway's own code (`config::load`,
+//! `front::served_tools`, `Policy::decide`), so the answer is the one a
+//! call would get; nothing is bound and the audit log is not written.
+
+use std::time::Instant;
+
+use mcp_hints::Hint;
+use serde_json::{Value, json};
+
+use super::config::{self, Config, defaults::LOCAL_PRINCIPAL};
+use super::front::{self, ServedTool};
+use super::policy::{self, CallScope, Policy, Verdict};
+use super::{StopUpstreams, approval, log, upstream};
+use crate::args::CheckArgs;
+
+/// Runs `gateway check`: prints one line per served tool (or, with
+/// `--json`, an array), after the warnings `serve` would print on stderr.
+///
+/// # Errors
+///
+/// For exit status 2, the messages `serve` gives: a bad config (file, line
+/// and key named), an audit log or lock that could not be opened, colliding
+/// tool names.
+pub async fn run(args: &CheckArgs) -> Result<u8, String> {
+    let config = config::load(&args.config).map_err(|error| error.to_string())?;
+    for warning in config.warnings() {
+        eprintln!("gateway: warning: {}", crate::text::one_line(&warning));
+    }
+    log::AuditLog::check(&config.log.path).map_err(|error| error.to_string())?;
+    if let Some(lock) = config.lock.as_ref().filter(|lock| lock.deny_drift) {
+        approval::DriftLock::load(lock)?;
+    }
+    // Dropped when this function returns (or its future is dropped on a
+    // signal): every stdio upstream's process group is stopped.
+    let _stop = StopUpstreams;
+    let (tools, listed) = front::served_tools(&config).await?;
+    let listed = listed
+        .iter()
+        .map(|(upstream, tool)| (upstream.as_str(), tool.as_str()));
+    for warning in policy::unmatched_tool_globs(&config, listed) {
+        eprintln!("gateway: warning: {warning}");
+    }
+    upstream::stop_all();
+    let principals = principals(&config);
+    let out = if args.json {
+        let tools: Vec<Value> = tools
+            .iter()
+            .map(|tool| {
+                let rules: serde_json::Map<String, Value> = principals
+                    .iter()
+                    .map(|principal| {
+                        let rule = falls_under(&config, tool, principal);
+                        (principal.clone(), Value::from(rule))
+                    })
+                    .collect();
+                json!({
+                    "name": tool.name,
+                    "upstream": tool.upstream,
+                    "tool": tool.tool,
+                    "hints": tool.hints,
+                    "rules": rules,
+                })
+            })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&tools).map_err(|error| error.to_string())?;
+        text.push('\n');
+        text
+    } else {
+        let rows: Vec<Vec<String>> = tools
+            .iter()
+            .map(|tool| row(&config, tool, &principals))
+            .collect();
+        aligned(&rows)
+    };
+    crate::print(&out)?;
+    Ok(0)
+}
+
+/// Every principal a call can come from: each `[[client]]`'s, in file
+/// order, then `local` (the stdio client).
+fn principals(config: &Config) -> Vec<String> {
+    let mut principals: Vec<String> = config
+        .clients
+        .iter()
+        .map(|client| client.principal.clone())
+        .collect();
+    principals.push(LOCAL_PRINCIPAL.to_owned());
+    principals
+}
+
+/// One line's cells: the name, the four hints in schema order
+/// (`readOnlyHint=false (declared)`), and the rule; when principals fall
+/// under different rules, each is named, `alice: ...; local: ...`.
+fn row(config: &Config, tool: &ServedTool, principals: &[String]) -> Vec<String> {
+    let mut cells = vec![tool.name.clone()];
+    cells.extend(Hint::ALL.iter().map(|hint| {
+        let (value, source) = tool.hints.get(*hint);
+        let source = serde_json::to_value(source)
+            .ok()
+            .and_then(|source| source.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        format!("{}={value} ({source})", hint.wire_name())
+    }));
+    let rules: Vec<(String, &String)> = principals
+        .iter()
+        .map(|principal| (falls_under(config, tool, principal), principal))
+        .collect();
+    cells.push(if rules.iter().all(|(rule, _)| *rule == rules[0].0) {
+        rules[0].0.clone()
+    } else {
+        rules
+            .iter()
+            .map(|(rule, principal)| format!("{principal}: {rule}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    cells
+}
+
+/// The rows as lines, each cell but the last padded to its column's width,
+/// two spaces apart.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        for (column, cell) in row.iter().enumerate() {
+            let width = cell.chars().count();
+            match widths.get_mut(column) {
+                Some(widest) => *widest = (*widest).max(width),
+                None => widths.push(width),
+            }
+        }
+    }
+    let mut text = String::new();
+    for row in rows {
+        for (column, cell) in row.iter().enumerate() {
+            if column + 1 == row.len() {
+                text.push_str(cell);
+            } else {
+                let pad = widths[column] - cell.chars().count();
+                text.push_str(cell);
+                text.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The rule `principal`'s first call of `tool` falls under, in the words of
+/// the audit log (`rule[0] (deny notes__delete_* when destructive)`), or
+/// `allow (no rule)` / `deny (no rule: policy.default)`. A fresh policy
+/// each time, so that no rate limit is spent.
+fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
+    let policy = Policy::new(config);
+    let call = CallScope {
+        upstream: &tool.upstream,
+        tool: &tool.tool,
+        principal,
+        hints: &tool.hints,
+    };
+    match policy.decide(&call, Instant::now()) {
+        Verdict::Allow { rule: None } => "allow (no rule)".to_owned(),
+        Verdict::Deny { rule: None } => "deny (no rule: policy.default)".to_owned(),
+        Verdict::Allow { rule: Some(rule) }
+        | Verdict::Deny { rule: Some(rule) }
+        | Verdict::RequireApproval { rule, .. }
+        | Verdict::RateLimited { rule, .. } => policy.describe(rule),
+    }
+}
