@@ -776,7 +776,8 @@ impl ReplaySafeClient {
             asking_since: None,
         };
         self.budget.deposit();
-        let mut backoff = self.options.backoff.build();
+        // Built at the first pause: most calls never make one.
+        let mut backoff = None;
         loop {
             tries.attempts += 1;
             let attempt = self.attempt(connection.peer(), &tries, doubt).await;
@@ -828,7 +829,8 @@ impl ReplaySafeClient {
                         }
                         // The server's retryAfterMs is a wish, not a limit of
                         // ours: the wait stays within in_progress_wait.
-                        self.pause_within(&mut backoff, retry_after, left).await;
+                        let backoff = backoff.get_or_insert_with(|| self.options.backoff.build());
+                        self.pause_within(backoff, retry_after, left).await;
                         continue;
                     }
                     None => {
@@ -865,7 +867,8 @@ impl ReplaySafeClient {
             if !self.budget.withdraw() {
                 return tries.give_up("the session's retry budget is spent".to_owned());
             }
-            self.pause(&mut backoff, retry_after).await;
+            let backoff = backoff.get_or_insert_with(|| self.options.backoff.build());
+            self.pause(backoff, retry_after).await;
             // The server may have died: start it again, and resend only
             // what it still defines the same way.
             match self.connection(generation, closed).await {

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_hints::idempotency::{
-    Claim, IdempotencyStore, MemoryStore, Record, RecordKey, RecordState, RedbStore, RedisStore,
-    Reservation, StoreError,
+    Claim, IdempotencyStore, MemoryStore, Record, RecordKey, RecordState, RecordedResult,
+    RedbStore, RedisStore, Reservation, StoreError,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use support::redis::{RedisServer, dead_url};
 
 /// A retention no test outlives in real time (Redis expires records by its
@@ -42,7 +42,7 @@ fn claim(token: &str, now_ms: u64) -> Claim {
     }
 }
 
-fn completed(claim: &Claim, result: Value, completed_ms: u64) -> Record {
+fn completed(claim: &Claim, result: RecordedResult, completed_ms: u64) -> Record {
     Record {
         arguments: claim.arguments.clone(),
         created_ms: claim.now_ms,
@@ -55,12 +55,13 @@ fn completed(claim: &Claim, result: Value, completed_ms: u64) -> Record {
 
 /// A result with what JSON round trips get wrong: a float, an integer past
 /// 2^53, a slash, escapes and non-ASCII text, nesting and `null`.
-fn result() -> Value {
+fn result() -> RecordedResult {
     json!({
         "content": [{"type": "text", "text": "noted: a/b \"c\" \u{e9}\n"}],
         "structuredContent": {"ratio": 0.1, "big": 9_007_199_254_740_993_u64, "none": null},
         "isError": false
     })
+    .into()
 }
 
 // ---- The rules, generic over the store ----
@@ -110,7 +111,7 @@ async fn complete_with_the_token_records_the_exact_result<S: IdempotencyStore>(s
     // longer changes it either.
     assert!(
         !store
-            .complete(&key("k"), "first", json!({}), 2_100, DAY)
+            .complete(&key("k"), "first", json!({}).into(), 2_100, DAY)
             .await
             .unwrap()
     );

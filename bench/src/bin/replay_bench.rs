@@ -12,13 +12,20 @@
 //!    temporary directory), Redis (a `redis-server` this program starts on
 //!    a free loopback port; skipped, and said so, when none is installed);
 //! 4. `ReplaySafeClient::call_tool` against rmcp's bare `call_tool` on a
-//!    call that succeeds (goal: at most 1.05x).
+//!    call that succeeds, the same request on the wire (goal: at most
+//!    1.05x).
 //!
 //! Each pair runs in interleaved rounds (which side goes first alternates);
 //! a round times a batch of calls, and the ratio is that of the medians of
 //! the per-call times.
 //!
 //! Run: `cargo run --release -p mcp-hints-bench --bin replay_bench -- [--rounds N] [--batch N]`.
+//!
+//! `--only SIDE --calls N` makes just `N` calls of one side (`unkeyed`,
+//! `keyed`, `hit`, `rmcp` or `safe`) and prints nothing, for an instruction
+//! profiler: `valgrind --tool=callgrind` counts of two values of `N`,
+//! differenced, give a side's instructions per call, free of the noise of a
+//! loaded machine.
 
 use std::future::Future;
 use std::net::TcpListener;
@@ -111,6 +118,13 @@ fn arguments(value: serde_json::Value) -> serde_json::Map<String, serde_json::Va
     }
 }
 
+/// The request `ReplaySafeClient::call_tool(ToolCall::new("count"))`
+/// sends: no arguments, written `"arguments": {}`, so that both clients put
+/// the same bytes on the wire and the ratio is the client's own cost.
+fn count() -> CallToolRequestParams {
+    CallToolRequestParams::new("count").with_arguments(serde_json::Map::new())
+}
+
 fn call(tool: &'static str, args: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new(tool).with_arguments(arguments(args))
 }
@@ -127,26 +141,97 @@ async fn per_call<F: Future<Output = ()>>(batch: usize, mut one: impl FnMut(usiz
 struct Options {
     rounds: usize,
     batch: usize,
+    only: Option<Side>,
+    calls: usize,
+}
+
+/// One side of a pair, run alone under a profiler.
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Unkeyed,
+    Keyed,
+    Hit,
+    Rmcp,
+    Safe,
 }
 
 fn options() -> Options {
     let mut options = Options {
         rounds: 15,
         batch: 300,
+        only: None,
+        calls: 2_000,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let value = args.next().and_then(|value| value.parse().ok());
-        match (arg.as_str(), value) {
-            ("--rounds", Some(value)) => options.rounds = value,
-            ("--batch", Some(value)) => options.batch = value,
+        let value = args.next();
+        let number = value.as_deref().and_then(|value| value.parse().ok());
+        let side = match value.as_deref() {
+            Some("unkeyed") => Some(Side::Unkeyed),
+            Some("keyed") => Some(Side::Keyed),
+            Some("hit") => Some(Side::Hit),
+            Some("rmcp") => Some(Side::Rmcp),
+            Some("safe") => Some(Side::Safe),
+            _ => None,
+        };
+        match (arg.as_str(), number, side) {
+            ("--rounds", Some(value), _) => options.rounds = value,
+            ("--batch", Some(value), _) => options.batch = value,
+            ("--calls", Some(value), _) => options.calls = value,
+            ("--only", _, Some(side)) => options.only = Some(side),
             _ => {
-                eprintln!("usage: replay_bench [--rounds N] [--batch N]");
+                eprintln!(
+                    "usage: replay_bench [--rounds N] [--batch N] \
+                     [--only unkeyed|keyed|hit|rmcp|safe --calls N]"
+                );
                 std::process::exit(2);
             }
         }
     }
     options
+}
+
+/// `calls` calls of one side, after one to warm it up.
+async fn only(side: Side, calls: usize) {
+    let keys = AtomicU64::new(0);
+    let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
+    match side {
+        Side::Unkeyed | Side::Keyed => {
+            let client = ledger(Idempotency::default()).await;
+            let tool = if side == Side::Keyed {
+                "append_keyed"
+            } else {
+                "append"
+            };
+            for _ in 0..=calls {
+                let args = json!({"request_id": fresh_key(), "text": "x"});
+                client.call_tool(call(tool, args)).await.unwrap();
+            }
+        }
+        Side::Hit => {
+            let client = ledger(Idempotency::default()).await;
+            let duplicate = call("append_keyed", json!({"request_id": "dup", "text": "x"}));
+            for _ in 0..=calls {
+                client.call_tool(duplicate.clone()).await.unwrap();
+            }
+        }
+        Side::Rmcp => {
+            let bare = ledger(Idempotency::default()).await;
+            for _ in 0..=calls {
+                bare.call_tool(count()).await.unwrap();
+            }
+        }
+        Side::Safe => {
+            let safe = ReplaySafeClient::builder()
+                .trust(Trust::Trusted)
+                .serve(ledger(Idempotency::default()).await)
+                .await
+                .expect("the replay-safe client collects the tools");
+            for _ in 0..=calls {
+                safe.call_tool(ToolCall::new("count")).await.unwrap();
+            }
+        }
+    }
 }
 
 fn micros(seconds: f64) -> String {
@@ -159,11 +244,14 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(run(options));
+    match options.only {
+        Some(side) => runtime.block_on(only(side, options.calls)),
+        None => runtime.block_on(run(options)),
+    }
 }
 
 async fn run(options: Options) {
-    let Options { rounds, batch } = options;
+    let Options { rounds, batch, .. } = options;
     let keys = AtomicU64::new(0);
     let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
 
@@ -282,9 +370,7 @@ async fn run(options: Options) {
     for round in 0..rounds {
         let plain = || {
             per_call(batch, |_| async {
-                bare.call_tool(CallToolRequestParams::new("count"))
-                    .await
-                    .unwrap();
+                bare.call_tool(count()).await.unwrap();
             })
         };
         let replay_safe = || {

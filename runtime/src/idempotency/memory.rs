@@ -14,11 +14,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 use super::defaults;
 use super::store::{
-    Claim, IdempotencyStore, Record, RecordKey, RecordState, Reservation, Standing, StoreError,
+    Claim, IdempotencyStore, Record, RecordKey, RecordState, RecordedResult, Reservation, Standing,
+    StoreError,
 };
 
 /// Records kept in this process's memory; they are gone when it exits.
@@ -230,7 +230,7 @@ impl IdempotencyStore for MemoryStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: Value,
+        result: RecordedResult,
         now_ms: u64,
         _retention: Duration,
     ) -> Result<bool, StoreError> {
@@ -284,7 +284,7 @@ mod tests {
             store.reserve(&key(name), &claim(name, at)).await.unwrap();
             assert!(
                 store
-                    .complete(&key(name), name, json!({}), at, Duration::ZERO)
+                    .complete(&key(name), name, json!({}).into(), at, Duration::ZERO)
                     .await
                     .unwrap()
             );
@@ -370,7 +370,7 @@ mod tests {
         assert!(!store.renew(&key("a"), "theirs", 2, 99).await.unwrap());
         assert!(
             !store
-                .complete(&key("a"), "theirs", json!({}), 2, Duration::ZERO)
+                .complete(&key("a"), "theirs", json!({}).into(), 2, Duration::ZERO)
                 .await
                 .unwrap()
         );

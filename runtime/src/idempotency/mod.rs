@@ -107,7 +107,8 @@ pub use self::redis::RedisStore;
 pub use clock::{Clock, SystemClock, TokioClock};
 pub use memory::MemoryStore;
 pub use store::{
-    Claim, IdempotencyStore, Record, RecordKey, RecordState, Reservation, Standing, StoreError,
+    Claim, IdempotencyStore, Record, RecordKey, RecordState, RecordedResult, Reservation, Standing,
+    StoreError,
 };
 
 use clock::after;
@@ -502,16 +503,16 @@ impl Idempotency {
         let clock = &inner.clock;
         let started_ms = clock.now_ms();
         let mut pause = defaults::WAIT_POLL_MIN;
-        let token = lease_token();
-        let mut now_ms = started_ms;
+        // Made once: a wait for a key in progress only moves its times.
+        let mut claim = Claim {
+            arguments: call.arguments.clone(),
+            token: lease_token(),
+            now_ms: started_ms,
+            lease_until_ms: after(started_ms, inner.lease),
+            retention: inner.retention,
+        };
         loop {
-            let claim = Claim {
-                arguments: call.arguments.clone(),
-                token: token.clone(),
-                now_ms,
-                lease_until_ms: after(now_ms, inner.lease),
-                retention: inner.retention,
-            };
+            let now_ms = claim.now_ms;
             let reservation = inner
                 .store
                 .reserve(&call.record, &claim)
@@ -576,11 +577,12 @@ impl Idempotency {
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
-                    now_ms = clock.now_ms();
+                    claim.now_ms = clock.now_ms();
+                    claim.lease_until_ms = after(claim.now_ms, inner.lease);
                 }
             }
         }
-        self.run_reserved(call, token, handler).await
+        self.run_reserved(call, claim.token, handler).await
     }
 
     async fn run_reserved<F>(
@@ -661,19 +663,26 @@ impl Idempotency {
     /// the result still reaches this caller.
     async fn record(&self, call: &KeyedCall, lease: &mut Lease<'_>, result: &CallToolResult) {
         let inner = &*self.inner;
+        // Written once; each attempt shares the text.
+        let recorded = match RecordedResult::of(result) {
+            Ok(recorded) => Some(recorded),
+            Err(error) => {
+                tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
+                None
+            }
+        };
         for attempt in 1..=defaults::COMPLETE_ATTEMPTS {
-            // Made anew for each attempt: the store takes it over.
-            let value = match serde_json::to_value(result) {
-                Ok(value) => value,
-                Err(error) => {
-                    tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
-                    break;
-                }
-            };
+            let Some(recorded) = &recorded else { break };
             let now_ms = inner.clock.now_ms();
             match inner
                 .store
-                .complete(lease.record, &lease.token, value, now_ms, inner.retention)
+                .complete(
+                    lease.record,
+                    &lease.token,
+                    recorded.clone(),
+                    now_ms,
+                    inner.retention,
+                )
                 .await
             {
                 Ok(true) => {
@@ -760,10 +769,10 @@ fn rounded_refused(
 /// The recorded result, marked as replayed.
 fn replay(
     call: &KeyedCall,
-    result: Value,
+    result: RecordedResult,
     completed_ms: u64,
 ) -> Result<CallToolResponse, ErrorData> {
-    let mut result: CallToolResult = serde_json::from_value(result).map_err(|error| {
+    let mut result: CallToolResult = result.parse().map_err(|error| {
         store_failed(
             call,
             &StoreError::Corrupt {

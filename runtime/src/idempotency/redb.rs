@@ -27,11 +27,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redb::{Database, ReadableTable, Table, TableDefinition, WriteTransaction};
-use serde_json::Value;
 
 use super::store::{
-    Claim, IdempotencyStore, Record, RecordKey, RecordState, Reservation, Standing, StoreError,
-    millis,
+    Claim, IdempotencyStore, Record, RecordKey, RecordState, RecordedResult, Reservation, Standing,
+    StoreError, millis,
 };
 
 /// Record key to (expires at in ms since the Unix epoch, record JSON).
@@ -297,7 +296,7 @@ impl IdempotencyStore for RedbStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: Value,
+        result: RecordedResult,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError> {
@@ -391,7 +390,7 @@ mod tests {
         let done = RecordKey::new("tool", None, "old-00");
         assert!(
             store
-                .complete(&done, "t0", json!({}), 50, Duration::from_millis(50))
+                .complete(&done, "t0", json!({}).into(), 50, Duration::from_millis(50))
                 .await
                 .unwrap()
         );
@@ -449,7 +448,13 @@ mod tests {
         assert_eq!(stored(&store).1, [(1_010, key.to_string())]);
         assert!(
             store
-                .complete(&key, "a", json!({}), 20, Duration::from_millis(5_000))
+                .complete(
+                    &key,
+                    "a",
+                    json!({}).into(),
+                    20,
+                    Duration::from_millis(5_000)
+                )
                 .await
                 .unwrap()
         );

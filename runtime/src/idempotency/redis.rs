@@ -25,9 +25,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use serde_json::Value;
 
-use super::store::{Claim, IdempotencyStore, Record, RecordKey, Reservation, StoreError, millis};
+use super::store::{
+    Claim, IdempotencyStore, Record, RecordKey, RecordedResult, Reservation, StoreError, millis,
+};
 
 /// Functions every script shares: reading the record under `KEYS[1]`, and
 /// the rule of [`Record::standing`].
@@ -465,17 +466,16 @@ impl IdempotencyStore for RedisStore {
         &self,
         key: &RecordKey,
         token: &str,
-        result: Value,
+        result: RecordedResult,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = serde_json::to_string(&result).map_err(StoreError::unavailable)?;
         self.leased(
             &COMPLETE,
             key,
             &[
                 token,
-                &result,
+                result.as_str(),
                 &now_ms.to_string(),
                 &Self::expiry_ms(retention).to_string(),
             ],

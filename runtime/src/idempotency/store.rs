@@ -20,31 +20,52 @@
 //! Redis store's scripts restate it in Lua.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 /// Where a record lives: the tool, the caller scope and the key, as the
 /// JSON text of `[tool, caller, key]` (`caller` is `null` when the server
 /// gives no caller scope). The JSON form keeps the three apart whatever
 /// characters they hold, and reads well in a store's own tools
-/// (`redis-cli`, a redb dump).
+/// (`redis-cli`, a redb dump). Cloning it counts a reference.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RecordKey(String);
+pub struct RecordKey(Arc<str>);
 
 impl RecordKey {
     /// The record key of `key` for `tool`, within `caller`'s scope.
     pub fn new(tool: &str, caller: Option<&str>, key: &str) -> RecordKey {
-        // A tuple of strings always serializes.
-        RecordKey(serde_json::to_string(&(tool, caller, key)).unwrap_or_default())
+        // Written piece by piece into one buffer of the right size, the
+        // same text `serde_json::to_string(&(tool, caller, key))` makes.
+        let caller_len = caller.map_or(4, str::len);
+        let mut text = Vec::with_capacity(tool.len() + caller_len + key.len() + 10);
+        text.push(b'[');
+        json_string(&mut text, tool);
+        text.push(b',');
+        match caller {
+            Some(caller) => json_string(&mut text, caller),
+            None => text.extend_from_slice(b"null"),
+        }
+        text.push(b',');
+        json_string(&mut text, key);
+        text.push(b']');
+        // serde_json writes UTF-8 only.
+        RecordKey(String::from_utf8(text).unwrap_or_default().into())
     }
 
     /// The key as stored: JSON text such as `["append_note",null,"k-1"]`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Appends `value` as a JSON string, escaped as serde_json escapes it.
+fn json_string(out: &mut Vec<u8>, value: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// The key for people: its JSON text with every control, format and
@@ -104,12 +125,92 @@ pub enum RecordState {
     /// every later call with the same key and arguments receives.
     #[serde(rename_all = "camelCase")]
     Completed {
-        /// The `tools/call` result as JSON (`content`, `structuredContent`,
-        /// `isError`, `_meta`).
-        result: Value,
+        /// The `tools/call` result (`content`, `structuredContent`,
+        /// `isError`, `_meta`), as JSON text.
+        result: RecordedResult,
         /// When the call finished; the retention window counts from here.
         completed_ms: u64,
     },
+}
+
+/// A recorded `tools/call` result (MCP's `CallToolResult`, spec section
+/// Server Features › Tools › Tool Result): its JSON text, written once when
+/// the call completes and shared (cloning it counts a reference), so that a
+/// store keeping it in memory neither copies nor re-encodes it, and one
+/// sending it elsewhere (Redis) sends the text as it is.
+///
+/// In a [`Record`]'s JSON it is the result object itself, not a string:
+/// `"result": {"content": [...]}`. Two are equal when their JSON is, member
+/// order aside.
+#[derive(Clone)]
+pub struct RecordedResult(Arc<str>);
+
+impl RecordedResult {
+    /// The JSON text of `result` (a `CallToolResult`, or any value that
+    /// serializes to a JSON object).
+    ///
+    /// # Errors
+    ///
+    /// serde_json's error when `result` does not serialize to JSON (a map
+    /// with non-string keys, a failing `Serialize` impl).
+    pub fn of<T: Serialize + ?Sized>(result: &T) -> Result<RecordedResult, serde_json::Error> {
+        Ok(RecordedResult(serde_json::to_string(result)?.into()))
+    }
+
+    /// The result's JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The result read back as `T` (a `CallToolResult`).
+    ///
+    /// # Errors
+    ///
+    /// serde_json's error when the text is not a `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+/// The text of a JSON value.
+impl From<Value> for RecordedResult {
+    fn from(value: Value) -> Self {
+        RecordedResult(value.to_string().into())
+    }
+}
+
+impl fmt::Debug for RecordedResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RecordedResult").field(&&*self.0).finish()
+    }
+}
+
+impl PartialEq for RecordedResult {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+            || matches!(
+                (self.parse::<Value>(), other.parse::<Value>()),
+                (Ok(mine), Ok(theirs)) if mine == theirs
+            )
+    }
+}
+
+impl Serialize for RecordedResult {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Embedded as JSON, not as a string holding JSON. Only redb writes
+        // whole completed records; the copy is small beside its commit.
+        let raw = serde_json::value::RawValue::from_string(self.0.to_string())
+            .map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordedResult {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Through a `Value`: a `RawValue` cannot be read from inside the
+        // flattened, tagged state (serde buffers it first).
+        Value::deserialize(deserializer).map(RecordedResult::from)
+    }
 }
 
 /// Whether a record still holds its key at some moment: what
@@ -296,8 +397,8 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
         lease_until_ms: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Records the call's `result` (a `tools/call` result as JSON, handed
-    /// over: a store keeping it in memory needs no copy) as completed at
+    /// Records the call's `result` (a `tools/call` result's JSON text,
+    /// shared: a store keeping it in memory needs no copy) as completed at
     /// `now_ms`, kept for `retention`. Returns false, changing
     /// nothing, when the record is not in progress under `token`.
     ///
@@ -308,7 +409,7 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
         &self,
         key: &RecordKey,
         token: &str,
-        result: Value,
+        result: RecordedResult,
         now_ms: u64,
         retention: Duration,
     ) -> Result<bool, StoreError>;
@@ -352,6 +453,60 @@ mod tests {
     }
 
     #[test]
+    fn record_keys_are_the_json_of_their_parts() {
+        // The text is what persistent stores are keyed by: it must stay
+        // serde_json's, byte for byte, for records written before.
+        let awkward = [
+            "",
+            "plain",
+            "quo\"te",
+            "back\\slash",
+            "\u{0}\u{1f}\u{7f}\u{80}\n\t\r\u{8}\u{c}",
+            "\u{202e}é🦀\u{2028}\u{fffd}",
+            "/<script>",
+        ];
+        for tool in awkward {
+            for key in awkward {
+                for caller in [None, Some("who"), Some("\"\\\u{0}")] {
+                    assert_eq!(
+                        RecordKey::new(tool, caller, key).as_str(),
+                        serde_json::to_string(&(tool, caller, key)).unwrap(),
+                        "{tool:?} {caller:?} {key:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn recorded_results_embed_their_json_and_compare_as_json() {
+        let recorded = RecordedResult::of(&json!({"isError": false, "content": []})).unwrap();
+        let record = Record {
+            arguments: "sha256:00".to_owned(),
+            created_ms: 1,
+            state: RecordState::Completed {
+                result: recorded.clone(),
+                completed_ms: 2,
+            },
+        };
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(text.contains(r#""result":{"#), "{text}");
+        let read: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, record);
+        let RecordState::Completed { result, .. } = read.state else {
+            panic!("completed")
+        };
+        assert_eq!(
+            result.parse::<Value>().unwrap(),
+            json!({"content": [], "isError": false})
+        );
+        // Member order aside, equal; other JSON, not.
+        let reordered = RecordedResult::from(json!({"content": [], "isError": false}));
+        assert_eq!(reordered, recorded);
+        assert_ne!(RecordedResult::from(json!({"content": [1]})), recorded);
+    }
+
+    #[test]
     fn record_keys_show_escaped() {
         let key = RecordKey::new("append", None, "k\u{202e}\u{1b}[2J\n");
         assert_eq!(key.as_str(), "[\"append\",null,\"k\u{202e}\\u001b[2J\\n\"]");
@@ -368,7 +523,7 @@ mod tests {
         );
         let completed = Record {
             state: RecordState::Completed {
-                result: json!({"content": []}),
+                result: json!({"content": []}).into(),
                 completed_ms: 7,
             },
             ..record
@@ -394,7 +549,7 @@ mod tests {
         assert_eq!(long.standing(500, retention), Standing::Expired);
         let done = Record {
             state: RecordState::Completed {
-                result: json!({}),
+                result: json!({}).into(),
                 completed_ms: 50,
             },
             ..running

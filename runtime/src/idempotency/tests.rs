@@ -773,7 +773,7 @@ impl IdempotencyStore for DeadStore {
         &self,
         _: &RecordKey,
         _: &str,
-        _: Value,
+        _: RecordedResult,
         _: u64,
         _: Duration,
     ) -> Result<bool, StoreError> {
