@@ -9,7 +9,7 @@ use crate::args::InitArgs;
 use crate::text::shell_word;
 
 /// The starter config: examples/gateway.toml as checked in.
-pub const STARTER: &str = include_str!("../../../examples/gateway.toml");
+pub const STARTER: &str = include_str!("starter.toml");
 
 /// The `notes` upstream's program in [`STARTER`], relative to the config's
 /// directory.
