@@ -25,6 +25,53 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many of a process's last stderr lines an error shows.
 pub const STDERR_TAIL: usize = 40;
 
+/// A bench binary's `main`: `options` parsed (an error is the usage, exit
+/// 2), then `bench` run on a current-thread runtime (the client on one
+/// thread: on a two-core machine the other core is the server's) until it
+/// ends or a signal stops it. On a signal the bench's future is dropped,
+/// and with it every process guard: what was started is stopped. Errors go
+/// to stderr after `name`; exit 1.
+pub fn main<O, F>(
+    name: &str,
+    options: impl FnOnce() -> Result<O, String>,
+    bench: impl FnOnce(O) -> F,
+) -> std::process::ExitCode
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    use std::process::ExitCode;
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{name}: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("{name}: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = bench(options) => outcome,
+            signal = stop_signal() => Err(format!("stopped by {signal}")),
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{name}: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Resolves at Ctrl-C (SIGINT) or SIGTERM; a handler that cannot be
 /// installed is not awaited.
 pub async fn stop_signal() -> &'static str {

@@ -49,11 +49,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use mcp_hints_bench::median;
 use mcp_hints_bench::peers::{
     Process, START_TIMEOUT, TempDir, binaries, gateway_config, install_mcp_proxy, percentile,
-    start_gateway, start_mcp_proxy, start_notes_http, stop_signal, toml_string, toml_string_list,
+    start_gateway, start_mcp_proxy, start_notes_http, toml_string, toml_string_list,
 };
+use mcp_hints_bench::{median, peers};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -115,38 +115,9 @@ fn options() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("gateway_bench: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("gateway_bench: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // On a signal the benchmark's future is dropped, and with it every
-    // process guard: what was started is stopped.
-    let outcome = runtime.block_on(async {
-        tokio::select! {
-            outcome = run(&options) => outcome,
-            signal = stop_signal() => Err(format!("stopped by {signal}")),
-        }
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("gateway_bench: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    peers::main("gateway_bench", options, |options| async move {
+        run(&options).await
+    })
 }
 
 async fn run(options: &Options) -> Result<(), String> {

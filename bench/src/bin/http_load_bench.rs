@@ -57,11 +57,11 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_hints_bench::median;
 use mcp_hints_bench::peers::{
     Process, TempDir, binaries, install_mcp_proxy, start_gateway, start_mcp_proxy,
-    start_notes_http, stop_signal, toml_string_list,
+    start_notes_http, toml_string_list,
 };
+use mcp_hints_bench::{median, peers};
 use serde_json::{Value, json};
 
 /// How long a set-up may keep failing its first request (the gateway may
@@ -135,38 +135,9 @@ fn options() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("http_load_bench: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("http_load_bench: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // On a signal the benchmark's future is dropped, and with it every
-    // process guard (wrk's included): what was started is stopped.
-    let outcome = runtime.block_on(async {
-        tokio::select! {
-            outcome = run(&options) => outcome,
-            signal = stop_signal() => Err(format!("stopped by {signal}")),
-        }
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("http_load_bench: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    peers::main("http_load_bench", options, |options| async move {
+        run(&options).await
+    })
 }
 
 /// One server under load: where it is, how a request names the tool, and

@@ -118,56 +118,9 @@ fn options() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("stdio_bench: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    // The client on one thread: on a two-core machine the other core is
-    // the server's.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("stdio_bench: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let outcome = runtime.block_on(async {
-        tokio::select! {
-            outcome = run(&options) => outcome,
-            () = stop_signal() => Err("stopped by a signal".to_owned()),
-        }
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("stdio_bench: {message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Resolves at Ctrl-C or SIGTERM; a handler that cannot be installed is
-/// not awaited.
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                terminate.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
+    peers::main("stdio_bench", options, |options| async move {
+        run(&options).await
+    })
 }
 
 async fn run(options: &Options) -> Result<(), String> {
