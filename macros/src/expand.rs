@@ -351,6 +351,38 @@ pub fn handler_methods(options: &HandlerOptions, existing: &[Ident]) -> Vec<Toke
             }
         });
     }
+    // A keyed tool whose key the macro could not check against its
+    // argument struct is checked here, before the first call: the server
+    // refuses to start (rmcp answers `initialize` with the error and
+    // `serve` returns it), naming the key and the schema's properties.
+    if !has("initialize") {
+        methods.push(quote! {
+            async fn initialize(
+                &self,
+                request: #rmcp::model::InitializeRequestParams,
+                context: #rmcp::service::RequestContext<#rmcp::RoleServer>,
+            ) -> ::core::result::Result<#rmcp::model::InitializeResult, #rmcp::ErrorData> {
+                #p::keyed_tools_built_right(&#router.list_all())?;
+                context.peer.set_peer_info(request.clone());
+                #rmcp::handler::server::ServerHandler::negotiate_initialize(self, &request)
+            }
+        });
+    }
+    if !has("discover") {
+        methods.push(quote! {
+            async fn discover(
+                &self,
+                _context: #rmcp::service::RequestContext<#rmcp::RoleServer>,
+            ) -> ::core::result::Result<#rmcp::model::DiscoverResult, #rmcp::ErrorData> {
+                #p::keyed_tools_built_right(&#router.list_all())?;
+                ::core::result::Result::Ok(#rmcp::model::DiscoverResult::from_server_info(
+                    #rmcp::handler::server::ServerHandler::supported_protocol_versions(self)
+                        .into_owned(),
+                    #rmcp::handler::server::ServerHandler::get_info(self),
+                ))
+            }
+        });
+    }
     if !has("get_tool") {
         methods.push(quote! {
             fn get_tool(&self, name: &str) -> ::core::option::Option<#rmcp::model::Tool> {

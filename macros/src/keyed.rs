@@ -9,7 +9,9 @@
 //! code names the field (`p.request_id`, spanned at the key), so rustc
 //! itself refuses a key that is no field of `T`, listing the fields, and
 //! checks its type. The input schema itself, which serde renames shape, is
-//! checked when the router is built (`__private::keyed_route`).
+//! checked before the first call: `#[tool_handler]`'s `initialize` and
+//! `server/discover` refuse to start the server
+//! (`__private::keyed_tools_built_right`).
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -153,7 +155,7 @@ pub fn field_is_a_string(tool: &ToolFn) -> TokenStream {
         // has. The key names the field as Rust spells it, or as serde's
         // `rename_all = "camelCase"` does (`requestId`); a key that is no
         // identifier (`request-id`, another rename) is left to the schema
-        // check when the router is built.
+        // check when the server starts.
         None => {
             let key = key.value();
             let candidate = if key.contains(|c: char| c.is_ascii_uppercase()) {

@@ -171,13 +171,16 @@ pub fn idempotency_key_field<T: IdempotencyKeyField + ?Sized>(_: &T) {}
 ///
 /// When the tool's input schema lacks `field` as a required string
 /// property (the macro could not see the argument struct's fields, and a
-/// serde rename or an `Option` slipped through), no call can be keyed: the
-/// route then answers every call with a JSON-RPC internal error saying what
-/// to add, and logs it once, while the server's other tools keep serving.
-/// A panic here would leave every `tools/list` unanswered, since the router
-/// is built on every request (`#[tool_handler]`, like rmcp's, calls
-/// `Self::tool_router()`); for the same reason the schema is checked once
-/// per tool, the answer kept in `checked`, a static of the generated code.
+/// serde rename or an `Option` slipped through), no call can be keyed. The
+/// generated `initialize` and `server/discover` then refuse to start the
+/// server ([`keyed_tools_built_right`]); a server with its own `initialize`
+/// gets here, and the route answers every call with a JSON-RPC internal
+/// error saying what to add, while the server's other tools keep serving.
+/// No panic: the router is built on every request where the type has
+/// generics (`#[tool_handler]`, like rmcp's, then calls
+/// `Self::tool_router()`), and a panic there would leave every request
+/// unanswered; for the same reason the schema is checked once per tool, the
+/// answer kept in `checked`, a static of the generated code.
 pub fn keyed_route<S, C, A>(
     attr: Tool,
     field: &'static str,
@@ -190,15 +193,7 @@ where
     A: 'static,
 {
     let misconfigured = checked.get_or_init(|| {
-        let problem = key_in_schema(&attr, field).err().map(|problem| {
-            format!(
-                "the server is built wrong: `#[tool(idempotency_key = {field:?})]` on `{}`: \
-                 {problem}; add `{field}: String` to the tool's argument struct (named so on \
-                 the wire: mind serde renames), documented so that clients send the same value \
-                 on a resend",
-                attr.name.escape_debug()
-            )
-        });
+        let problem = misbuilt_key(&attr, field);
         if let Some(problem) = &problem {
             tracing::error!("{problem}");
         }
@@ -228,20 +223,81 @@ where
     })
 }
 
+/// What is wrong with keying `tool` by its argument `field`, in words
+/// naming the tool, the key and the input schema's properties; `None` when
+/// `field` is a required string property of the schema.
+fn misbuilt_key(tool: &Tool, field: &str) -> Option<String> {
+    let problem = key_in_schema(tool, field).err()?;
+    let properties: Vec<String> = tool
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .keys()
+                .map(|name| format!("`{}`", name.escape_debug()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let properties = if properties.is_empty() {
+        "none".to_owned()
+    } else {
+        properties.join(", ")
+    };
+    Some(format!(
+        "the server is built wrong: `#[tool(idempotency_key = {field:?})]` on `{}`: {problem} \
+         (its properties: {properties}); add `{field}: String` to the tool's argument struct \
+         (named so on the wire: mind serde renames), documented so that clients send the same \
+         value on a resend",
+        tool.name.escape_debug()
+    ))
+}
+
+/// The check the generated `initialize` and `server/discover` make before
+/// answering: every keyed tool of `tools` (those naming their key under
+/// `_meta["mcp-hints/idempotencyKey"]`) has its key as a required string
+/// property of its input schema.
+///
+/// # Errors
+///
+/// A JSON-RPC internal error (-32603) naming the first tool built wrong,
+/// its key and its schema's properties, also logged at `error`. rmcp
+/// answers `initialize` with it and `serve` returns
+/// `ServerInitializeError`, so the server does not start.
+pub fn keyed_tools_built_right(tools: &[Tool]) -> Result<(), ErrorData> {
+    let problem = tools.iter().find_map(|tool| {
+        let field = tool.meta.as_ref()?.get(KEY_META_KEY)?.as_str()?;
+        misbuilt_key(tool, field)
+    });
+    match problem {
+        None => Ok(()),
+        Some(problem) => {
+            tracing::error!("{problem}");
+            Err(ErrorData::internal_error(problem, None))
+        }
+    }
+}
+
 /// Whether `field` is a required string property of `tool`'s input schema.
 fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
     let schema = &tool.input_schema;
     let property = schema
         .get("properties")
         .and_then(|properties| properties.get(field))
-        .ok_or_else(|| format!("its input schema has no property `{field}`"))?;
+        .ok_or_else(|| {
+            format!(
+                "its input schema has no property `{}`",
+                field.escape_debug()
+            )
+        })?;
     let is_string = match property.get("type") {
         Some(Value::String(kind)) => kind == "string",
         _ => false,
     };
     if !is_string {
         return Err(format!(
-            "the property `{field}` of its input schema is not of type \"string\""
+            "the property `{}` of its input schema is not of type \"string\"",
+            field.escape_debug()
         ));
     }
     let required = schema
@@ -250,7 +306,8 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
         .is_some_and(|required| required.iter().any(|name| name == field));
     if !required {
         return Err(format!(
-            "the property `{field}` of its input schema is not required (an `Option`?)"
+            "the property `{}` of its input schema is not required (an `Option`?)",
+            field.escape_debug()
         ));
     }
     Ok(())

@@ -78,12 +78,16 @@ pub use rmcp;
 /// still be a field of `T`, as Rust spells it or as serde's `rename_all =
 /// "camelCase"` does (`requestId` for `request_id`): a key that is not is a
 /// compile error at the key (rustc's "no field", listing `T`'s fields). A
-/// key that is no Rust identifier (`request-id`) is checked against the
-/// input schema when the router is built: when the schema lacks it as a
-/// required string, the router is still built (no panic: it is built on
-/// every request), the tool is listed, and every call of it is answered
-/// with a JSON-RPC internal error (-32603) naming the key and what to add,
-/// logged once.
+/// key the macro cannot check (one that is no Rust identifier, such as
+/// `request-id`, or a field serde renames on the wire) is checked against
+/// the input schema before the first call: when the schema lacks it as a
+/// required string, the server refuses to start. `#[tool_handler]`'s
+/// `initialize` and `server/discover` answer with a JSON-RPC internal error
+/// (-32603) naming the tool, the key and the schema's properties, logged at
+/// `error`, and rmcp's `serve` returns it as a `ServerInitializeError`.
+/// Building the router does not panic (it is built on every request where
+/// the type has generics); a server with its own `initialize` serves, and
+/// every call of that tool is answered with the same error.
 ///
 /// ```compile_fail
 /// # use mcp_hints::{tool, tool_router};
@@ -156,10 +160,15 @@ pub use mcp_hints_macros::tool;
 pub use mcp_hints_macros::tool_router;
 
 /// Implements the tool methods of rmcp's `ServerHandler` (`call_tool`,
-/// `list_tools`, `get_tool`, and `get_info` when absent) on an
-/// `impl ServerHandler for T` block, serving a router made by
+/// `list_tools`, `get_tool`, `initialize`, `discover`, and `get_info` when
+/// absent) on an `impl ServerHandler for T` block, serving a router made by
 /// [`#[tool_router]`](macro@tool_router). Methods already written in the
-/// block are kept.
+/// block are kept. `initialize` and `discover` answer as rmcp's own do,
+/// after checking each `idempotency_key` against its tool's input schema:
+/// a key the schema lacks as a required string is refused with a JSON-RPC
+/// internal error (-32603) naming the tool, the key and the schema's
+/// properties, so the server does not start (see
+/// [`#[tool]`](macro@tool)'s errors).
 ///
 /// | key | meaning |
 /// |---|---|

@@ -687,8 +687,7 @@ async fn a_tool_that_changed_across_a_restart_is_not_resent() {
 }
 
 /// A keyed tool whose argument struct renames the key away: the macro
-/// cannot see it, so the server answers its calls with an error saying
-/// what to add, and keeps serving everything else.
+/// cannot see it, so the server refuses to start, saying what to add.
 #[derive(Clone, Default)]
 struct Misbuilt {
     idempotency: Idempotency,
@@ -705,6 +704,8 @@ impl IdempotentServer for Misbuilt {
 struct Renamed {
     #[allow(dead_code)]
     request_id: String,
+    #[allow(dead_code)]
+    cents: u64,
 }
 
 #[tool_router(closed_world)]
@@ -725,11 +726,83 @@ impl Misbuilt {
 #[tool_handler]
 impl ServerHandler for Misbuilt {}
 
+const MISBUILT: &str = "the server is built wrong: `#[tool(idempotency_key = \"request_id\")]` on \
+                        `pay`: its input schema has no property `request_id` (its properties: \
+                        `cents`, `requestId`); add `request_id: String` to the tool's argument \
+                        struct (named so on the wire: mind serde renames), documented so that \
+                        clients send the same value on a resend";
+
+#[tokio::test]
+async fn a_keyed_tool_built_wrong_stops_the_server_before_its_first_call() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(Misbuilt::default().serve(server_io));
+    let refused = ().serve(client_io).await.unwrap_err();
+    assert!(
+        refused.to_string().contains(MISBUILT),
+        "the client is told why: {refused}"
+    );
+    let stopped = server.await.unwrap().map(|_| ()).unwrap_err();
+    assert!(
+        stopped.to_string().contains(MISBUILT),
+        "`serve` returns why: {stopped}"
+    );
+
+    // A 2026-07-28 client that starts with `server/discover` is refused
+    // the same way.
+    let tools = Misbuilt::tool_router().list_all();
+    let error = mcp_hints::__private::keyed_tools_built_right(&tools).unwrap_err();
+    assert_eq!(
+        error.code,
+        mcp_hints::rmcp::model::ErrorCode::INTERNAL_ERROR
+    );
+    assert_eq!(error.message, MISBUILT);
+}
+
+/// The same tool on a server with its own `initialize`, which skips the
+/// check: its calls are refused, the rest still serves.
+#[derive(Clone, Default)]
+struct MisbuiltOwnInitialize {
+    idempotency: Idempotency,
+}
+
+impl IdempotentServer for MisbuiltOwnInitialize {
+    fn idempotency(&self) -> &Idempotency {
+        &self.idempotency
+    }
+}
+
+#[tool_router(closed_world)]
+impl MisbuiltOwnInitialize {
+    /// Keyed by a name the wire does not use (`requestId` there).
+    #[tool(additive, idempotency_key = "request_id")]
+    async fn pay(&self, Parameters(Renamed { .. }): Parameters<Renamed>) -> String {
+        "paid".to_owned()
+    }
+
+    /// Unkeyed.
+    #[tool(read_only)]
+    async fn balance(&self) -> String {
+        "0".to_owned()
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for MisbuiltOwnInitialize {
+    async fn initialize(
+        &self,
+        request: mcp_hints::rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<mcp_hints::rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_keyed_tool_built_wrong_is_refused_and_the_rest_still_serves() {
+async fn a_keyed_tool_built_wrong_behind_an_own_initialize_is_refused_and_the_rest_still_serves() {
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
-        if let Ok(running) = Misbuilt::default().serve(server_io).await {
+        if let Ok(running) = MisbuiltOwnInitialize::default().serve(server_io).await {
             let _ = running.waiting().await;
         }
     });
@@ -740,7 +813,11 @@ async fn a_keyed_tool_built_wrong_is_refused_and_the_rest_still_serves() {
         .unwrap();
     assert_eq!(client.tools().await.tools.len(), 2);
     let error = client
-        .call_tool(ToolCall::new("pay").argument("requestId", json!("k")))
+        .call_tool(
+            ToolCall::new("pay")
+                .argument("requestId", json!("k"))
+                .argument("cents", json!(1)),
+        )
         .await
         .unwrap_err();
     let CallError::Rejected { error, .. } = error else {
@@ -750,13 +827,7 @@ async fn a_keyed_tool_built_wrong_is_refused_and_the_rest_still_serves() {
         error.code,
         mcp_hints::rmcp::model::ErrorCode::INTERNAL_ERROR
     );
-    assert_eq!(
-        error.message,
-        "the server is built wrong: `#[tool(idempotency_key = \"request_id\")]` on `pay`: its \
-         input schema has no property `request_id`; add `request_id: String` to the tool's \
-         argument struct (named so on the wire: mind serde renames), documented so that clients \
-         send the same value on a resend"
-    );
+    assert_eq!(error.message, MISBUILT);
     let balance = client.call_tool(ToolCall::new("balance")).await.unwrap();
     assert_eq!(text(balance), ("0".to_owned(), 1));
 }

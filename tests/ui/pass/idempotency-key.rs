@@ -86,7 +86,7 @@ impl IdempotentServer for Broken {
 #[tool_router(closed_world, router = broken_router)]
 impl Broken {
     // A key that is no Rust identifier: the schema is checked when the
-    // router is built.
+    // server starts (`initialize`), not when the router is built.
     #[tool(additive, idempotency_key = "request-id")]
     fn pay(&self, Parameters(payment): Parameters<Unkeyed>) -> String {
         payment.cents.to_string()
@@ -94,8 +94,8 @@ impl Broken {
 }
 
 pub fn check_broken_router() {
-    // Built without a panic: the tool is listed, and its calls are answered
-    // with an error saying what to add (tested in runtime/tests/client.rs).
+    // Built without a panic; `initialize` refuses, naming what to add
+    // (tested in runtime/tests/client.rs).
     let router = Broken::broken_router();
     assert!(router.get("pay").is_some());
 }
