@@ -410,6 +410,9 @@ async fn serve_http(notes: Notes, address: &str, args: &Args) -> Result<(), Box<
     }
     config.allowed_hosts.extend(args.allow_host.iter().cloned());
     config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
+    // A stateless answer goes back as one JSON body (one write, one wake-up
+    // of the client) rather than an event stream of three writes.
+    config.json_response = true;
     let sessions_end = config.cancellation_token.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let guard = guard.sessions(sessions.clone());

@@ -71,6 +71,20 @@ pub fn command_line() -> Result<Cli, ExitCode> {
     }
 }
 
+/// Whether `cli` serves many clients at once (`gateway serve` over HTTP),
+/// and so is best run on a multi-threaded runtime: every other command,
+/// and a gateway serving one stdio client, talks to one peer at a time,
+/// which one thread serves best (no wake-ups of other threads per
+/// message; see `mcp_hints::stdio`).
+pub fn serves_many_clients(cli: &Cli) -> bool {
+    matches!(
+        &cli.command,
+        Command::Gateway(GatewayArgs {
+            command: GatewayCommand::Serve(ServeArgs { stdio: false, .. })
+        })
+    )
+}
+
 /// Runs the command line `cli` and returns its exit status.
 ///
 /// SIGINT, SIGTERM and SIGHUP end the run at once: the live server, in a
@@ -86,12 +100,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Completions(_) => (false, "completion script"),
     };
     // A gateway serving HTTP writes nothing to stdout.
-    let needs_stdout = !matches!(
-        &cli.command,
-        Command::Gateway(GatewayArgs {
-            command: GatewayCommand::Serve(ServeArgs { stdio: false, .. })
-        })
-    );
+    let needs_stdout = !serves_many_clients(&cli);
     if needs_stdout && stdout_closed() {
         // Checked before a server is started for nothing.
         return failed(

@@ -7,10 +7,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(status) => return status,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = if mcp_hints_cli::serves_many_clients(&cli) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

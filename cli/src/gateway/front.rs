@@ -287,8 +287,8 @@ impl Gateway {
 
     /// Before the gateway exits: ends every parked call as abandoned,
     /// gives their tasks a moment to record it, then waits until every
-    /// queued audit entry is written and synced (the log's writer thread
-    /// dies with the process). A log that cannot be synced is said on
+    /// written audit entry is synced (the log's sync thread dies with the
+    /// process). A log that cannot be synced is said on
     /// stderr.
     pub async fn finish_log(&self) {
         if self.approvals.abandon_all() > 0 {
@@ -1110,8 +1110,8 @@ fn said_abandoned(id: &str, name: &str) {
 /// once `park` returned, when the caller records the resolution itself.
 ///
 /// Its entries, `decided` then `finished` (outcome `refused`) with decision
-/// `abandoned`, are queued to the log's writer, which writes them even
-/// though nothing is left to wait for them.
+/// `abandoned`, are written at once, though nothing is left to wait for
+/// them, and synced by the log's sync thread.
 struct AbandonOnDrop<'a> {
     log: &'a AuditLog,
     record: &'a CallRecord,
@@ -1158,11 +1158,10 @@ impl Drop for AbandonOnDrop<'_> {
     }
 }
 
-/// Hands `entry` to the log's writer without waiting for it, where nothing
-/// can wait (a `Drop`): [`AuditLog::record`] queues its line before its
-/// first await, and a queued line is written even when its future is
-/// dropped, so one poll is enough. An error (the writer gone) has nowhere
-/// to go but stderr.
+/// Writes `entry` without waiting for its sync, where nothing can wait (a
+/// `Drop`): [`AuditLog::record`] writes its line and asks for its sync
+/// before its first await, so one poll is enough. An error has nowhere to
+/// go but stderr.
 fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
     let mut recording = std::pin::pin!(log.record(entry, durability));
     let mut context = Context::from_waker(std::task::Waker::noop());
@@ -1378,6 +1377,11 @@ pub async fn serve_http(
     // the bound address.
     config.allowed_hosts = allowed_hosts(bound);
     config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
+    // A stateless answer with nothing before it goes back as one JSON body
+    // (one write, one wake-up of the client) rather than an event stream
+    // of three writes; a call whose upstream sends progress first still
+    // streams.
+    config.json_response = true;
     let sessions_end = config.cancellation_token.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let guard = guard.sessions(sessions.clone());

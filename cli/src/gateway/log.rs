@@ -8,8 +8,8 @@
 //! refused call, so a decision is never taken without its record. Its
 //! `finished` entry is written before the answer goes back
 //! ([`Durability::Written`]) and synced soon after, with the next call's
-//! sync or once the log is idle: the call already ran, and waiting for the
-//! disk a second time would only delay its answer. Secrets never reach the
+//! sync or at most [`IDLE_SYNC`] later: the call already ran, and waiting
+//! for the disk a second time would only delay its answer. Secrets never reach the
 //! log: an [`Entry`] has no field for a token or a header, and arguments are
 //! kept as a digest ([`arguments_digest`]) unless the operator asks for them
 //! raw (`[log] raw_arguments = true`).
@@ -17,8 +17,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Instant, SystemTime};
 
 use clap::{ArgGroup, Args};
 use serde::{Deserialize, Serialize};
@@ -145,28 +146,30 @@ pub enum Durability {
     /// On disk (`fdatasync`): a `decided` entry, before its call goes on.
     Synced,
     /// Written to the file (the kernel has it, so a crash of the gateway
-    /// cannot lose it), and synced with the next synced line or once the
-    /// log has been idle for [`IDLE_SYNC`]: a `finished` entry, whose
+    /// cannot lose it), and synced with the next synced line or at most
+    /// [`IDLE_SYNC`] after it was written: a `finished` entry, whose
     /// call already went on, so that waiting for the disk would only delay
     /// the answer.
     Written,
 }
 
-/// How long the writer waits for more lines before it syncs lines that
-/// were only [`Durability::Written`]: 50 ms.
+/// How long a line that was only [`Durability::Written`] may wait for a
+/// sync at most: 50 ms.
 pub const IDLE_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// At most this many queued lines share one write-and-sync.
+/// At most this many queued requests share one sync.
 const MAX_BATCH: usize = 1024;
 
 /// The audit log, open for appending. Cloning shares the one file.
 ///
-/// One writer thread owns the file. [`record`](AuditLog::record) queues a
-/// line and waits for it; the writer appends every line queued meanwhile,
-/// each with one `write` on a file opened with `O_APPEND`, then syncs the
-/// batch once (group commit): concurrent calls share a sync instead of
-/// queueing for one each, lines never interleave, and the async runtime is
-/// never blocked on the disk.
+/// [`record`](AuditLog::record) appends its line itself, with one `write`
+/// on a file opened with `O_APPEND`, under a lock: lines never interleave,
+/// and the line is in the kernel when the call goes on, without a hand-off
+/// to another thread (each costs a wake-up on both sides, which on a busy
+/// or virtual machine is tens of microseconds). Only syncs go to the log's
+/// sync thread, which syncs once for every line written meanwhile (group
+/// commit): concurrent calls share a sync instead of queueing for one
+/// each, and the async runtime never waits on the disk.
 #[derive(Clone, Debug)]
 pub struct AuditLog {
     inner: Arc<Inner>,
@@ -175,14 +178,73 @@ pub struct AuditLog {
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
-    queue: std::sync::mpsc::Sender<Request>,
+    /// The file, shared with the sync thread (`fdatasync` needs no lock).
+    file: Arc<File>,
+    appender: Mutex<Appender>,
+    /// How many lines were appended; a sync covers every line counted
+    /// before it starts.
+    written: AtomicU64,
+    /// Set while the sync thread has an idle sync due, so that
+    /// [`Durability::Written`] lines tell it once per [`IDLE_SYNC`], not
+    /// once per line.
+    armed: AtomicBool,
+    syncs: std::sync::mpsc::Sender<SyncRequest>,
 }
 
+/// What the sync thread is asked.
 #[derive(Debug)]
-struct Request {
-    line: Vec<u8>,
-    durability: Durability,
-    reply: tokio::sync::oneshot::Sender<Result<(), LogError>>,
+enum SyncRequest {
+    /// Sync the first `upto` lines (at least), then answer.
+    Sync {
+        upto: u64,
+        reply: tokio::sync::oneshot::Sender<Result<(), LogError>>,
+    },
+    /// Lines were written that no sync covers: sync them [`IDLE_SYNC`]
+    /// from now, unless a sync that covers them came first.
+    Arm,
+}
+
+/// The appending side: which file the path named at open, and what the
+/// operator has been told.
+#[derive(Debug)]
+struct Appender {
+    /// The open file's device and inode, to tell whether the path still
+    /// names it.
+    identity: (u64, u64),
+    health: Health,
+}
+
+/// Whether appends and syncs are failing, said on stderr once per change
+/// (every call is refused while they fail, and the operator must know
+/// why), not once per call.
+#[derive(Debug, Default)]
+struct Health {
+    append_failing: bool,
+    sync_failing: bool,
+}
+
+impl Health {
+    /// Records how an append (`sync` false) or a sync went, and says so
+    /// when the log starts failing or is written again.
+    fn note(&mut self, path: &Path, sync: bool, failure: Option<&LogError>) {
+        let before = self.append_failing || self.sync_failing;
+        if sync {
+            self.sync_failing = failure.is_some();
+        } else {
+            self.append_failing = failure.is_some();
+        }
+        match (failure, before) {
+            (Some(error), false) => eprintln!(
+                "gateway: {}; calls are refused until it can be written",
+                crate::text::one_line(&error.to_string())
+            ),
+            (None, true) if !(self.append_failing || self.sync_failing) => eprintln!(
+                "gateway: audit log {} is written again",
+                crate::text::one_line(&path.display().to_string())
+            ),
+            _ => {}
+        }
+    }
 }
 
 impl AuditLog {
@@ -225,14 +287,14 @@ impl AuditLog {
     }
 
     /// Opens (creating it, mode 0600 on Unix) the log at `path` for
-    /// appending, and starts its writer thread (which ends when the last
-    /// clone is dropped, syncing what it wrote).
+    /// appending, and starts its sync thread (which ends when the last
+    /// clone is dropped, syncing what was written).
     ///
     /// # Errors
     ///
     /// [`LogError`] when the file cannot be opened for appending (a
     /// missing directory, a directory at `path`, no permission), or the
-    /// writer thread cannot be started.
+    /// sync thread cannot be started.
     pub fn open(path: &Path) -> Result<AuditLog, LogError> {
         let error = |action, source| LogError {
             path: path.to_owned(),
@@ -266,23 +328,29 @@ impl AuditLog {
                 .write_all(b"\n")
                 .map_err(|source| error("end its last line", source))?;
         }
-        let (queue, requests) = std::sync::mpsc::channel();
-        let writer = Writer {
+        let (syncs, requests) = std::sync::mpsc::channel();
+        let inner = Arc::new(Inner {
             path: path.to_owned(),
-            identity: identity(&opened),
-            failing: false,
-            file,
+            file: Arc::new(file),
+            appender: Mutex::new(Appender {
+                identity: identity(&opened),
+                health: Health::default(),
+            }),
+            written: AtomicU64::new(0),
+            armed: AtomicBool::new(false),
+            syncs,
+        });
+        let syncer = Syncer {
+            inner: Arc::downgrade(&inner),
+            path: path.to_owned(),
+            file: inner.file.clone(),
+            synced: 0,
         };
         std::thread::Builder::new()
             .name("audit-log".to_owned())
-            .spawn(move || writer.run(&requests))
-            .map_err(|source| error("start its writer", source))?;
-        Ok(AuditLog {
-            inner: Arc::new(Inner {
-                path: path.to_owned(),
-                queue,
-            }),
-        })
+            .spawn(move || syncer.run(&requests))
+            .map_err(|source| error("start its sync thread", source))?;
+        Ok(AuditLog { inner })
     }
 
     /// The log's path.
@@ -293,6 +361,10 @@ impl AuditLog {
     /// Appends `entry` as one line and waits until it is as `durability`
     /// asks.
     ///
+    /// The line is written before the first await: a future polled once
+    /// and dropped has written it (whole, or cut off again), and a
+    /// [`Durability::Synced`] one has asked for its sync.
+    ///
     /// # Errors
     ///
     /// [`LogError`] when the line cannot be written or synced (a full disk,
@@ -301,66 +373,54 @@ impl AuditLog {
     /// line that was written in part is cut off again, so the log stays
     /// parseable. On an error, refuse the call.
     pub async fn record(&self, entry: &Entry, durability: Durability) -> Result<(), LogError> {
-        let error = |action, source| LogError {
-            path: self.inner.path.clone(),
-            action,
-            source,
-        };
+        let inner = &self.inner;
         let mut line = serde_json::to_vec(entry)
-            .map_err(|source| error("serialise the entry", source.into()))?;
+            .map_err(|source| inner.error("serialise the entry", source.into()))?;
         line.push(b'\n');
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let request = Request {
-            line,
-            durability,
-            reply,
-        };
-        let gone = || std::io::Error::other("its writer thread has stopped");
-        // Once queued, the line is written even if this future is dropped:
-        // whole, or cut off again, never left half written.
-        self.inner
-            .queue
-            .send(request)
-            .map_err(|_| error("queue the entry", gone()))?;
-        answer
-            .await
-            .map_err(|_| error("finish the write", gone()))?
+        let upto = inner.append(&line)?;
+        let gone = || inner.error("sync it to disk", sync_thread_gone());
+        match durability {
+            Durability::Written => {
+                if !inner.armed.swap(true, Ordering::SeqCst) {
+                    // Nobody waits on the idle sync; a stopped thread is
+                    // the next synced line's error.
+                    let _ = inner.syncs.send(SyncRequest::Arm);
+                }
+                Ok(())
+            }
+            Durability::Synced => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                inner
+                    .syncs
+                    .send(SyncRequest::Sync { upto, reply })
+                    .map_err(|_| gone())?;
+                answer.await.map_err(|_| gone())?
+            }
+        }
     }
 
-    /// Waits until every line queued before this call is written and
-    /// synced: before the gateway exits, since the writer thread does not
-    /// outlive the process.
+    /// Waits until every line written before this call is synced: before
+    /// the gateway exits, since the sync thread does not outlive the
+    /// process.
     ///
     /// # Errors
     ///
     /// [`LogError`] when the sync fails.
     pub async fn flush(&self) -> Result<(), LogError> {
+        let inner = &self.inner;
+        let gone = || inner.error("flush it", sync_thread_gone());
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let gone = || LogError {
-            path: self.inner.path.clone(),
-            action: "flush it",
-            source: std::io::Error::other("its writer thread has stopped"),
-        };
-        // An empty line writes nothing; its sync covers every line before.
-        let request = Request {
-            line: Vec::new(),
-            durability: Durability::Synced,
-            reply,
-        };
-        self.inner.queue.send(request).map_err(|_| gone())?;
+        let upto = inner.written.load(Ordering::SeqCst);
+        inner
+            .syncs
+            .send(SyncRequest::Sync { upto, reply })
+            .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
 }
 
-/// The writer thread's side: the file, and the lines it is given.
-struct Writer {
-    path: PathBuf,
-    file: File,
-    /// The open file's device and inode, to tell whether the path still
-    /// names it.
-    identity: (u64, u64),
-    /// Whether the last line failed (said on stderr once).
-    failing: bool,
+fn sync_thread_gone() -> std::io::Error {
+    std::io::Error::other("its sync thread has stopped")
 }
 
 #[cfg(unix)]
@@ -374,101 +434,28 @@ fn identity(_metadata: &std::fs::Metadata) -> (u64, u64) {
     (0, 0)
 }
 
-impl Writer {
-    /// Writes batches of queued lines until every [`AuditLog`] clone is
-    /// gone; syncs what was only written when idle and at the end.
-    fn run(mut self, requests: &std::sync::mpsc::Receiver<Request>) {
-        use std::sync::mpsc::RecvTimeoutError;
-        let mut unsynced = false;
-        loop {
-            let first = if unsynced {
-                match requests.recv_timeout(IDLE_SYNC) {
-                    Ok(request) => request,
-                    Err(RecvTimeoutError::Timeout) => {
-                        // Nobody waits on it; the operator is told.
-                        let synced = self.file.sync_data();
-                        let failed = synced
-                            .as_ref()
-                            .err()
-                            .map(|source| self.error("sync it to disk", copy(source)));
-                        self.tell(failed.as_ref());
-                        unsynced = synced.is_err();
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            } else {
-                match requests.recv() {
-                    Ok(request) => request,
-                    Err(_) => break,
-                }
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match requests.try_recv() {
-                    Ok(request) => batch.push(request),
-                    Err(_) => break,
-                }
-            }
-            unsynced |= self.write_batch(batch);
-        }
-        if unsynced {
-            let _ = self.file.sync_data();
-        }
+impl Inner {
+    /// Appends `line` with one `write` (more only if the kernel takes it
+    /// in parts), under the lock; how many lines are written now, this
+    /// one included.
+    fn append(&self, line: &[u8]) -> Result<u64, LogError> {
+        let mut appender = self.appender.lock().unwrap_or_else(PoisonError::into_inner);
+        let appended = match self.still_in_place(appender.identity) {
+            Ok(()) => self.write_line(line),
+            Err(source) => Err(self.error("append to it", source)),
+        };
+        appender
+            .health
+            .note(&self.path, false, appended.as_ref().err());
+        appended?;
+        Ok(self.written.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
-    /// Appends each line, answers the ones that only had to be written,
-    /// syncs once for the rest and answers them; true when lines were
-    /// written that no sync has covered yet.
-    fn write_batch(&mut self, batch: Vec<Request>) -> bool {
-        let placed = self.still_in_place();
-        let mut to_sync = Vec::new();
-        let mut unsynced = false;
-        // The batch's first failure, said once the batch is done: a batch
-        // that wrote but could not sync is a failing log, not a recovered
-        // one.
-        let mut failure: Option<LogError> = None;
-        for request in batch {
-            let written = match &placed {
-                Ok(()) => self.append(&request.line),
-                Err(source) => Err(self.error("append to it", copy(source))),
-            };
-            if let (Err(error), None) = (&written, &failure) {
-                failure = Some(self.error(error.action, copy(&error.source)));
-            }
-            match (written, request.durability) {
-                (Ok(()), Durability::Synced) => to_sync.push(request.reply),
-                (written, _) => {
-                    unsynced |= written.is_ok();
-                    // A caller that went away needs no answer.
-                    let _ = request.reply.send(written);
-                }
-            }
-        }
-        if to_sync.is_empty() {
-            self.tell(failure.as_ref());
-            return unsynced;
-        }
-        let synced = self.file.sync_data();
-        if let (Err(source), None) = (&synced, &failure) {
-            failure = Some(self.error("sync it to disk", copy(source)));
-        }
-        self.tell(failure.as_ref());
-        for reply in to_sync {
-            let answer = match &synced {
-                Ok(()) => Ok(()),
-                Err(source) => Err(self.error("sync it to disk", copy(source))),
-            };
-            let _ = reply.send(answer);
-        }
-        // A failed sync leaves those lines unsynced too: try again later.
-        synced.is_err()
-    }
-
-    fn append(&mut self, line: &[u8]) -> Result<(), LogError> {
+    fn write_line(&self, line: &[u8]) -> Result<(), LogError> {
+        let mut file = &*self.file;
         let mut written = 0;
         while written < line.len() {
-            match self.file.write(&line[written..]) {
+            match file.write(&line[written..]) {
                 Ok(0) => {
                     let source = std::io::Error::from(std::io::ErrorKind::WriteZero);
                     return Err(self.cut(written, source));
@@ -484,7 +471,7 @@ impl Writer {
     /// Cuts the `written` bytes of a line that failed off the file's end,
     /// so the next entry starts a line of its own; the failure as a
     /// [`LogError`].
-    fn cut(&mut self, written: usize, source: std::io::Error) -> LogError {
+    fn cut(&self, written: usize, source: std::io::Error) -> LogError {
         if written > 0
             && let Ok(metadata) = self.file.metadata()
         {
@@ -497,29 +484,6 @@ impl Writer {
         self.error("append to it", source)
     }
 
-    /// Says on stderr when the log starts failing (every call is refused
-    /// from then on, and the operator must know why) and when it is
-    /// written again; once per change, not once per call.
-    fn tell(&mut self, error: Option<&LogError>) {
-        match (error, self.failing) {
-            (Some(error), false) => {
-                eprintln!(
-                    "gateway: {}; calls are refused until it can be written",
-                    crate::text::one_line(&error.to_string())
-                );
-                self.failing = true;
-            }
-            (None, true) => {
-                eprintln!(
-                    "gateway: audit log {} is written again",
-                    crate::text::one_line(&self.path.display().to_string())
-                );
-                self.failing = false;
-            }
-            _ => {}
-        }
-    }
-
     fn error(&self, action: &'static str, source: std::io::Error) -> LogError {
         LogError {
             path: self.path.clone(),
@@ -530,7 +494,7 @@ impl Writer {
 
     /// An error when the path no longer names the open file: a write to
     /// an unlinked file succeeds, and is lost.
-    fn still_in_place(&self) -> std::io::Result<()> {
+    fn still_in_place(&self, opened: (u64, u64)) -> std::io::Result<()> {
         let gone = || {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -538,10 +502,138 @@ impl Writer {
             )
         };
         let on_disk = std::fs::metadata(&self.path).map_err(|_| gone())?;
-        if cfg!(unix) && identity(&on_disk) != self.identity {
+        if cfg!(unix) && identity(&on_disk) != opened {
             return Err(gone());
         }
         Ok(())
+    }
+}
+
+/// The sync thread's side.
+struct Syncer {
+    /// The log, while any [`AuditLog`] holds it: its line count and its
+    /// health. Weak, so that the last clone dropped ends the thread.
+    inner: std::sync::Weak<Inner>,
+    path: PathBuf,
+    file: Arc<File>,
+    /// How many lines the last sync that succeeded covered.
+    synced: u64,
+}
+
+impl Syncer {
+    /// Answers sync requests, a batch of them with one sync, until every
+    /// [`AuditLog`] clone is gone; syncs lines that were only written when
+    /// their idle sync is due, and at the end.
+    fn run(mut self, requests: &std::sync::mpsc::Receiver<SyncRequest>) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let mut idle_sync: Option<Instant> = None;
+        loop {
+            let first = match idle_sync {
+                Some(due) => {
+                    match requests.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                        Ok(request) => request,
+                        Err(RecvTimeoutError::Timeout) => {
+                            // Nobody waits on it; the operator is told.
+                            self.idle_sync(&mut idle_sync);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                None => match requests.recv() {
+                    Ok(request) => request,
+                    Err(_) => break,
+                },
+            };
+            let mut waiting = Vec::new();
+            let mut request = Some(first);
+            while let Some(next) = request.take() {
+                match next {
+                    SyncRequest::Arm => {
+                        idle_sync.get_or_insert_with(|| Instant::now() + IDLE_SYNC);
+                    }
+                    SyncRequest::Sync { upto, reply } => waiting.push((upto, reply)),
+                }
+                if waiting.len() < MAX_BATCH {
+                    request = requests.try_recv().ok();
+                }
+            }
+            if waiting.is_empty() {
+                continue;
+            }
+            // Lines an earlier sync covered need no other.
+            let outcome = if waiting.iter().all(|(upto, _)| *upto <= self.synced) {
+                Ok(())
+            } else {
+                self.sync()
+            };
+            for (_, reply) in waiting {
+                let answer = match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(LogError {
+                        path: error.path.clone(),
+                        action: error.action,
+                        source: copy(&error.source),
+                    }),
+                };
+                // A caller that went away needs no answer.
+                let _ = reply.send(answer);
+            }
+        }
+        // Every clone is gone: nothing is appended any more.
+        let _ = self.file.sync_data();
+    }
+
+    /// Syncs every line written so far.
+    fn sync(&mut self) -> Result<(), LogError> {
+        let Some(inner) = self.inner.upgrade() else {
+            return self.file.sync_data().map_err(|source| LogError {
+                path: self.path.clone(),
+                action: "sync it to disk",
+                source,
+            });
+        };
+        let covered = inner.written.load(Ordering::SeqCst);
+        let synced = self
+            .file
+            .sync_data()
+            .map_err(|source| inner.error("sync it to disk", source));
+        inner
+            .appender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .health
+            .note(&self.path, true, synced.as_ref().err());
+        if synced.is_ok() {
+            self.synced = self.synced.max(covered);
+        }
+        synced
+    }
+
+    /// The idle sync, once it is due: syncs the lines only written since
+    /// the last sync, if any, and disarms, so that the next such line arms
+    /// it again. Calls' own syncs leave it armed: at one call at a time,
+    /// each call's sync covers the previous call's `finished` line, and
+    /// re-arming after each would cost a wake-up of this thread per call.
+    fn idle_sync(&mut self, due: &mut Option<Instant>) {
+        *due = None;
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        // Disarmed before the count is read: a line counted after this
+        // store arms the thread anew, one counted before it is seen here.
+        inner.armed.store(false, Ordering::SeqCst);
+        if inner.written.load(Ordering::SeqCst) <= self.synced {
+            return;
+        }
+        drop(inner);
+        if self.sync().is_err() {
+            // Tried again later; the operator has been told.
+            if let Some(inner) = self.inner.upgrade() {
+                inner.armed.store(true, Ordering::SeqCst);
+            }
+            *due = Some(Instant::now() + IDLE_SYNC);
+        }
     }
 }
 
@@ -1182,8 +1274,8 @@ mod tests {
         }
     }
 
-    // The current-thread runtime the command runs on: the 50 records are
-    // queued at once and share the writer thread's batches.
+    // The 50 records append at once and share the sync thread's batches;
+    // on the current-thread runtime the tasks interleave at every await.
     #[tokio::test]
     async fn concurrent_records_are_all_written_whole() {
         let scratch = Scratch::new("concurrent");
