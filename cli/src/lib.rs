@@ -159,9 +159,20 @@ pub async fn run(cli: Cli) -> ExitCode {
 /// Stdout cannot be written (see [`print`]).
 fn completions(args: &args::CompletionsArgs) -> Result<u8, String> {
     use clap::CommandFactory;
+    const BIN: &str = "mcp-hints";
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "mcp-hints", &mut script);
-    print(&String::from_utf8_lossy(&script)).map(|()| 0)
+    clap_complete::generate(args.shell, &mut Cli::command(), BIN, &mut script);
+    let mut script = String::from_utf8_lossy(&script).into_owned();
+    if args.shell == clap_complete::Shell::Bash {
+        // clap_complete 4.6's bash script names a subcommand's state
+        // `mcp__hints__subcmd__audit` where it walks the words but
+        // `mcp__subcmd__hints__subcmd__audit` in the arms that complete it,
+        // for a binary whose name has a hyphen (clap-rs/clap#6421): nothing
+        // past the first word would complete. The arms are spelt as the
+        // walk spells them.
+        script = script.replace(&BIN.replace('-', "__subcmd__"), &BIN.replace('-', "__"));
+    }
+    print(&script).map(|()| 0)
 }
 
 /// Says why the command failed, on stderr (and with `--json` on stdout as

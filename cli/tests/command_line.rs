@@ -89,6 +89,44 @@ fn completions_for_bash_zsh_and_fish() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// What bash's completion function offers for the words typed so far, the
+/// last one being completed.
+fn bash_completes(script: &str, words: &[&str]) -> Vec<String> {
+    let words_quoted: Vec<String> = words.iter().map(|word| format!("'{word}'")).collect();
+    let program = format!(
+        "{script}\nCOMP_WORDS=({words})\nCOMP_CWORD={last}\n_mcp__hints mcp-hints '{current}' \
+         '{previous}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        words = words_quoted.join(" "),
+        last = words.len() - 1,
+        current = words[words.len() - 1],
+        previous = words[words.len() - 2],
+    );
+    let output = Command::new("bash")
+        .args(["-c", &program])
+        .output()
+        .expect("bash runs");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_subcommands_and_their_flags_at_every_level() {
+    let output = mcp_hints(&["completions", "bash"]);
+    let script = String::from_utf8(output.stdout).unwrap();
+    let offered = bash_completes(&script, &["mcp-hints", "au"]);
+    assert_eq!(offered, ["audit"]);
+    let offered = bash_completes(&script, &["mcp-hints", "audit", "--tr"]);
+    assert_eq!(offered, ["--trusted"]);
+    let offered = bash_completes(&script, &["mcp-hints", "gateway", "se"]);
+    assert_eq!(offered, ["serve"]);
+    let offered = bash_completes(&script, &["mcp-hints", "gateway", "log", "--col"]);
+    assert_eq!(offered, ["--columns"]);
+}
+
 #[test]
 fn gateway_log_prints_the_columns_asked_for() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("log-columns");

@@ -1094,9 +1094,12 @@ fn lost_responses_are_resent_only_when_replay_safe() {
     );
     assert!(lost.contains("read back"), "{lost}");
     assert_eq!(results[0]["_meta"]["mcp-hints/gateway"]["attempts"], 1);
-    // The replay-safe client started the upstream again for the next call.
+    // The replay-safe client started the upstream again for the next call,
+    // and the operator is told.
     assert_eq!(results[1]["isError"], false, "{}", results[1]);
     assert_eq!(text(&results[1]), "2");
+    let said = stderr_line(&gateway, "upstream `fx` was started again");
+    assert!(said.contains("what it kept in memory is gone"), "{said}");
     assert_eq!(executions(&dir), 2, "each call ran exactly once");
     // The other upstream never stopped serving.
     assert_eq!(results[2]["isError"], false, "{}", results[2]);
@@ -1123,6 +1126,29 @@ fn lost_responses_are_resent_only_when_replay_safe() {
         .unwrap();
     assert_eq!(peek["attempts"], 2, "{peek}");
     assert_eq!(peek["outcome"], "completed", "{peek}");
+}
+
+/// A log that can no longer be written while the gateway serves (here
+/// removed, so that a line would be lost with the old file) refuses the
+/// next call before it goes upstream: the upstream runs it 0 times.
+#[test]
+fn a_call_is_refused_unforwarded_once_the_audit_log_cannot_be_written() {
+    let dir = scratch("log-fails");
+    let gateway = Gateway::start(&dir, &fx_config(&dir, &[], ""));
+    let first = gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]));
+    assert_eq!(first["results"][0]["isError"], false, "{first}");
+    assert_eq!(executions(&dir), 1);
+    std::fs::remove_file(&gateway.log).unwrap();
+    let second = gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]));
+    let refused = &second["results"][0];
+    assert_eq!(refused["isError"], true, "{second}");
+    assert!(
+        text(refused).contains("the gateway's audit log cannot be written"),
+        "{refused}"
+    );
+    assert_eq!(refused["_meta"]["mcp-hints/gateway"]["reason"], "audit_log");
+    assert_eq!(executions(&dir), 1, "the upstream ran the refused call");
+    stderr_line(&gateway, "calls are refused until it can be written");
 }
 
 /// How many times counter-server finished `tool`, from its executions

@@ -980,6 +980,7 @@ impl Front {
         };
         let call = ToolCall::new(listed.tool.clone()).arguments(arguments);
         let outcome = upstream::with_principal(&record.principal, client.call_tool(call)).await;
+        upstream.say_restarts(&client).await;
         let (result, outcome, attempts) = match outcome {
             Ok(Outcome::Completed(done)) => {
                 if upstream.mark_available() {

@@ -188,6 +188,11 @@ struct Inner {
     /// [`Durability::Written`] lines tell it once per [`IDLE_SYNC`], not
     /// once per line.
     armed: AtomicBool,
+    /// How many lines the last sync that succeeded covered.
+    synced: AtomicU64,
+    /// How many times a written line armed the idle sync.
+    #[cfg(test)]
+    arms: AtomicU64,
     syncs: std::sync::mpsc::Sender<SyncRequest>,
 }
 
@@ -338,6 +343,9 @@ impl AuditLog {
             }),
             written: AtomicU64::new(0),
             armed: AtomicBool::new(false),
+            synced: AtomicU64::new(0),
+            #[cfg(test)]
+            arms: AtomicU64::new(0),
             syncs,
         });
         let syncer = Syncer {
@@ -382,6 +390,8 @@ impl AuditLog {
         match durability {
             Durability::Written => {
                 if !inner.armed.swap(true, Ordering::SeqCst) {
+                    #[cfg(test)]
+                    inner.arms.fetch_add(1, Ordering::SeqCst);
                     // Nobody waits on the idle sync; a stopped thread is
                     // the next synced line's error.
                     let _ = inner.syncs.send(SyncRequest::Arm);
@@ -606,6 +616,7 @@ impl Syncer {
             .note(&self.path, true, synced.as_ref().err());
         if synced.is_ok() {
             self.synced = self.synced.max(covered);
+            inner.synced.store(self.synced, Ordering::SeqCst);
         }
         synced
     }
@@ -1311,6 +1322,42 @@ mod tests {
         expected.sort();
         assert_eq!(ids, expected);
         assert!(text.ends_with('\n'));
+    }
+
+    #[tokio::test]
+    async fn written_lines_arm_the_idle_sync_once_per_period_and_are_synced_by_it() {
+        let scratch = Scratch::new("idle-sync");
+        let log = AuditLog::open(&scratch.0.join("audit.jsonl")).unwrap();
+        let started = Instant::now();
+        // One call at a time: each call's sync covers the line the call
+        // before only wrote.
+        for n in 0..40 {
+            let decided = entry(n, "alice", "t", "allow", &now());
+            log.record(&decided, Durability::Synced).await.unwrap();
+            let finished = Entry {
+                phase: "finished".to_owned(),
+                outcome: Some("completed".to_owned()),
+                ..decided
+            };
+            log.record(&finished, Durability::Written).await.unwrap();
+        }
+        let periods = started.elapsed().as_millis() / IDLE_SYNC.as_millis() + 1;
+        let arms = u128::from(log.inner.arms.load(Ordering::SeqCst));
+        assert!(
+            arms <= periods + 1,
+            "{arms} arms of the idle sync in {:?}: one per line, not per period",
+            started.elapsed()
+        );
+        // The last line, only written, is synced with nobody asking.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.inner.synced.load(Ordering::SeqCst) < 80 {
+            assert!(
+                Instant::now() < deadline,
+                "the idle sync never came: {} of 80 lines synced",
+                log.inner.synced.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     #[tokio::test]

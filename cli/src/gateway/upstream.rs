@@ -138,6 +138,8 @@ pub struct Upstream {
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
+    /// How many restarts of its connection were said on stderr.
+    restarts_said: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Clone)]
@@ -202,6 +204,31 @@ impl Upstream {
     pub fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client.is_some() && self.serving_again(&mut state)
+    }
+
+    /// Says on stderr, once each, the restarts of its connection that
+    /// `client` made since the last said
+    /// (``gateway: upstream `NAME` was started again ...``): the
+    /// replay-safe client makes them by itself before a call, and a stdio
+    /// upstream that was started again has lost what it kept in memory.
+    pub async fn say_restarts(&self, client: &ReplaySafeClient) {
+        let restarts = client.restarts().await;
+        let said = self
+            .restarts_said
+            .fetch_max(restarts, std::sync::atomic::Ordering::SeqCst);
+        if restarts > said {
+            let what = match self.config.transport {
+                UpstreamTransport::Command { .. } => {
+                    "its process had ended, so what it kept in memory is gone"
+                }
+                UpstreamTransport::Url { .. } => "its connection had closed",
+            };
+            eprintln!(
+                "gateway: upstream `{}` was started again ({what}; {restarts} restart{} so far)",
+                self.name,
+                if restarts == 1 { "" } else { "s" }
+            );
+        }
     }
 
     /// Clears `state`'s unavailability, saying so when there was one.
@@ -346,6 +373,7 @@ pub async fn connect_all(
             changed: changed.clone(),
             secrets: secrets.clone(),
             asserts: asserts.clone(),
+            restarts_said: std::sync::atomic::AtomicU64::new(0),
         }));
     }
     // A task that panicked leaves its upstream out (none is expected to).
