@@ -686,19 +686,6 @@ async fn a_tool_that_changed_across_a_restart_is_not_resent() {
     );
 }
 
-/// A keyed tool whose argument struct renames the key away: the macro
-/// cannot see it, so the server refuses to start, saying what to add.
-#[derive(Clone, Default)]
-struct Misbuilt {
-    idempotency: Idempotency,
-}
-
-impl IdempotentServer for Misbuilt {
-    fn idempotency(&self) -> &Idempotency {
-        &self.idempotency
-    }
-}
-
 #[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct Renamed {
@@ -708,20 +695,41 @@ struct Renamed {
     cents: u64,
 }
 
-#[tool_router(closed_world)]
-impl Misbuilt {
-    /// Keyed by a name the wire does not use (`requestId` there).
-    #[tool(additive, idempotency_key = "request_id")]
-    async fn pay(&self, Parameters(Renamed { .. }): Parameters<Renamed>) -> String {
-        "paid".to_owned()
-    }
+/// A server with a keyed tool whose argument struct renames the key away
+/// (the macro cannot see it), and an unkeyed one.
+macro_rules! misbuilt_server {
+    ($server:ident) => {
+        #[derive(Clone, Default)]
+        struct $server {
+            idempotency: Idempotency,
+        }
 
-    /// Unkeyed.
-    #[tool(read_only)]
-    async fn balance(&self) -> String {
-        "0".to_owned()
-    }
+        impl IdempotentServer for $server {
+            fn idempotency(&self) -> &Idempotency {
+                &self.idempotency
+            }
+        }
+
+        #[tool_router(closed_world)]
+        impl $server {
+            /// Keyed by a name the wire does not use (`requestId` there).
+            #[tool(additive, idempotency_key = "request_id")]
+            async fn pay(&self, Parameters(Renamed { .. }): Parameters<Renamed>) -> String {
+                "paid".to_owned()
+            }
+
+            /// Unkeyed.
+            #[tool(read_only)]
+            async fn balance(&self) -> String {
+                "0".to_owned()
+            }
+        }
+    };
 }
+
+// Served as `#[tool_handler]` makes it: the server refuses to start,
+// saying what to add.
+misbuilt_server!(Misbuilt);
 
 #[tool_handler]
 impl ServerHandler for Misbuilt {}
@@ -758,33 +766,9 @@ async fn a_keyed_tool_built_wrong_stops_the_server_before_its_first_call() {
     assert_eq!(error.message, MISBUILT);
 }
 
-/// The same tool on a server with its own `initialize`, which skips the
-/// check: its calls are refused, the rest still serves.
-#[derive(Clone, Default)]
-struct MisbuiltOwnInitialize {
-    idempotency: Idempotency,
-}
-
-impl IdempotentServer for MisbuiltOwnInitialize {
-    fn idempotency(&self) -> &Idempotency {
-        &self.idempotency
-    }
-}
-
-#[tool_router(closed_world)]
-impl MisbuiltOwnInitialize {
-    /// Keyed by a name the wire does not use (`requestId` there).
-    #[tool(additive, idempotency_key = "request_id")]
-    async fn pay(&self, Parameters(Renamed { .. }): Parameters<Renamed>) -> String {
-        "paid".to_owned()
-    }
-
-    /// Unkeyed.
-    #[tool(read_only)]
-    async fn balance(&self) -> String {
-        "0".to_owned()
-    }
-}
+// The same on a server with its own `initialize`, which skips the check:
+// its calls are refused, the rest still serves.
+misbuilt_server!(MisbuiltOwnInitialize);
 
 #[tool_handler]
 impl ServerHandler for MisbuiltOwnInitialize {
