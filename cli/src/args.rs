@@ -111,8 +111,10 @@ pub enum GatewayCommand {
     /// never binds `listen.http` or `listen.admin_http`, and writes
     /// nothing to the audit log.
     ///
-    /// Exit status: 0 for a valid config, 2 with `serve`'s own messages for
-    /// one that is not (file, line and key named) or colliding tool names.
+    /// Exit status: 0 for a valid config whose upstreams all answered, 1
+    /// when one could not be reached (named on stderr; `serve` would start
+    /// without its tools), 2 with `serve`'s own messages for a config that
+    /// is not valid (file, line and key named) or colliding tool names.
     Check(CheckArgs),
     /// Prints the audit log's entries, filtered.
     Log(crate::gateway::log::LogArgs),

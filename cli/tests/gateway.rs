@@ -1894,6 +1894,33 @@ fn a_relative_command_not_found_names_the_directory_it_was_resolved_against() {
     );
 }
 
+/// `gateway check` lists what it could reach and exits 1 naming an
+/// upstream it could not, which `serve` would start without.
+#[test]
+fn gateway_check_exits_1_naming_an_upstream_it_could_not_reach() {
+    let dir = scratch("check-unreachable");
+    let extra = "[[upstream]]\nname = \"lost\"\ncommand = [\"target/debug/no-such-server\"]\n";
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, notes_config(extra)).unwrap();
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[],
+    );
+    assert_eq!(status, Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("notes__list_notes"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "gateway check: upstream `lost` could not be reached (cannot connect to the MCP \
+             server: cannot start `"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`serve` would start without its tools and keep trying it"),
+        "{stderr}"
+    );
+}
+
 /// The Python client of the README's Gateway section, exactly as printed
 /// there (the one ```python block of that section).
 fn readme_python_client() -> String {

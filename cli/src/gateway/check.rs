@@ -17,6 +17,8 @@ use crate::args::CheckArgs;
 
 /// Runs `gateway check`: prints one line per served tool (or, with
 /// `--json`, an array), after the warnings `serve` would print on stderr.
+/// Exit status 0, or 1 when an upstream could not be reached (each named
+/// on stderr: `serve` would start without its tools, and keep trying it).
 ///
 /// # Errors
 ///
@@ -35,7 +37,11 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     // Dropped when this function returns (or its future is dropped on a
     // signal): every stdio upstream's process group is stopped.
     let _stop = StopUpstreams;
-    let (tools, listed) = front::served_tools(&config).await?;
+    let front::ServedTools {
+        served: tools,
+        listed,
+        unavailable,
+    } = front::served_tools(&config).await?;
     let listed = listed
         .iter()
         .map(|(upstream, tool)| (upstream.as_str(), tool.as_str()));
@@ -75,7 +81,14 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
         aligned(&rows)
     };
     crate::print(&out)?;
-    Ok(0)
+    for (upstream, reason) in &unavailable {
+        eprintln!(
+            "gateway check: upstream `{upstream}` could not be reached ({}); `serve` would start \
+             without its tools and keep trying it",
+            crate::text::one_line(reason)
+        );
+    }
+    Ok(u8::from(!unavailable.is_empty()))
 }
 
 /// Every principal a call can come from: each `[[client]]`'s, in file

@@ -499,20 +499,29 @@ pub struct ServedTool {
     pub hints: EffectiveHints,
 }
 
+/// What [`served_tools`] found.
+pub struct ServedTools {
+    /// The served tools, in served order.
+    pub served: Vec<ServedTool>,
+    /// `(upstream, tool)` of every tool the upstreams listed.
+    pub listed: Vec<(String, String)>,
+    /// `(upstream, reason)` of every upstream that could not be reached.
+    pub unavailable: Vec<(String, String)>,
+}
+
 /// What `gateway serve` on `config` would serve, for `gateway check`: the
 /// upstreams are started and listed by the same code as
 /// [`Gateway::start`] (with the same stderr lines), then closed. Returns
-/// the served tools in served order, and `(upstream, tool)` of every tool
-/// the upstreams listed (for
-/// [`unmatched_tool_globs`](policy::unmatched_tool_globs)).
+/// the served tools in served order, `(upstream, tool)` of every tool the
+/// upstreams listed (for
+/// [`unmatched_tool_globs`](policy::unmatched_tool_globs)), and
+/// `(upstream, reason)` of each upstream that could not be reached.
 ///
 /// # Errors
 ///
 /// Colliding or over-long namespaced names, as [`Gateway::start`] says
 /// them.
-pub async fn served_tools(
-    config: &Config,
-) -> Result<(Vec<ServedTool>, Vec<(String, String)>), String> {
+pub async fn served_tools(config: &Config) -> Result<ServedTools, String> {
     let (upstreams, catalogue, _, _) = start_upstreams(config).await?;
     let served = catalogue
         .tools
@@ -537,10 +546,18 @@ pub async fn served_tools(
                 .collect::<Vec<_>>()
         })
         .collect();
+    let unavailable = upstreams
+        .iter()
+        .filter_map(|upstream| Some((upstream.name.clone(), upstream.unavailable()?)))
+        .collect();
     for upstream in &upstreams {
         upstream.close();
     }
-    Ok((served, listed))
+    Ok(ServedTools {
+        served,
+        listed,
+        unavailable,
+    })
 }
 
 /// The MCP server of one client connection: the gateway, and the principal
