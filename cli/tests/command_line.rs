@@ -58,6 +58,31 @@ fn gateway_check_help_says_it_starts_the_upstreams() {
     );
 }
 
+/// An admin endpoint nobody listens on is named with why it cannot be
+/// reached, not only that a request failed.
+#[test]
+fn an_unreachable_admin_endpoint_is_named_with_the_cause() {
+    // Bind and drop a listener: the port is then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let admin = format!("http://127.0.0.1:{port}");
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["gateway", "pending", "--admin", &admin])
+        .env("MCP_GATEWAY_ADMIN_TOKEN", "t0ken-of-the-admin")
+        .output()
+        .expect("mcp-hints runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot reach the admin endpoint {admin}/pending")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+}
+
 /// `mcp-hints completions SHELL`'s script, which the shell itself then
 /// reads without error.
 #[test]

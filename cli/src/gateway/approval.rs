@@ -802,11 +802,14 @@ async fn decide(
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(json!(DecideRequest { by }).to_string()),
     };
-    let mut response = request
-        .bearer_auth(token)
-        .send()
-        .await
-        .map_err(|error| format!("cannot reach the admin endpoint {url}: {error}"))?;
+    let mut response = request.bearer_auth(token).send().await.map_err(|error| {
+        // reqwest's own text ("error sending request for url") leaves out
+        // why: a refused connection, a timeout.
+        format!(
+            "cannot reach the admin endpoint {url}: {}",
+            crate::live::error_chain(&error)
+        )
+    })?;
     let status = response.status();
     let mut body = Vec::new();
     while let Some(chunk) = response

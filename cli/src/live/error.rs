@@ -470,7 +470,7 @@ fn status_hint(status: u16) -> &'static str {
 
 /// The error and its sources, joined by `: `, skipping a source whose text the
 /// previous one already contains.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(next) = source {

@@ -58,6 +58,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 mod error;
+// The causes of an error, for messages outside this module too.
+pub(crate) use error::chain as error_chain;
 mod http;
 mod jsonrpc;
 mod lifecycle;
