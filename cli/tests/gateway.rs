@@ -2357,6 +2357,66 @@ fn a_parked_call_whose_client_is_killed_is_abandoned_and_never_runs() {
     assert_abandoned(&gateway, &admin, &ids[0]);
 }
 
+/// A call still parked when the gateway stops is denied by the gateway,
+/// not logged as its client's withdrawal, and never runs.
+#[test]
+fn a_parked_call_is_denied_by_the_gateway_when_it_stops() {
+    let dir = scratch("parked-at-stop");
+    let mut gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL));
+    let admin = gateway.admin.clone().unwrap();
+    let mut client = Command::new(installed().python())
+        .arg(peers::fixture("gateway_client.py"))
+        .args([
+            gateway.url.as_str(),
+            TOKEN,
+            "auto",
+            &json!([call("fx__count", json!({}))]).to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ids = pending_ids(&admin, 1);
+    let stopped = stop_with(&mut gateway.child, libc::SIGTERM, &gateway.stderr);
+    assert!(!stopped.contains("abandoned"), "{stopped}");
+    // The client is answered before its session ends.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = client.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut answer = String::new();
+    client
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut answer)
+        .unwrap();
+    assert!(
+        answer.contains("was denied by the gateway (stopping)"),
+        "the client's output: {answer}"
+    );
+    let entries: Vec<String> = gateway
+        .log()
+        .iter()
+        .filter(|entry| entry["id"] == ids[0].as_str())
+        .map(|entry| format!("{}:{}", entry["phase"].as_str().unwrap(), entry["decision"]))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            "decided:\"require_approval\"",
+            "decided:\"denied\"",
+            "finished:\"denied\""
+        ],
+        "{stopped}"
+    );
+    assert_eq!(executions(&dir), 0);
+}
+
 /// One raw HTTP/1.1 request to the gateway's `/mcp` (`Connection: close`,
 /// answers read for 30 s at most): the whole answer.
 fn mcp_request(

@@ -62,6 +62,10 @@ pub struct Parked {
     pub reason: String,
 }
 
+/// Who denied the calls still parked when the gateway stopped, in
+/// [`Resolution::Denied`].
+pub const STOPPING: &str = "the gateway (stopping)";
+
 /// How a parked call ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolution {
@@ -73,7 +77,7 @@ pub enum Resolution {
     /// An approver denied it: the call is refused.
     Denied {
         /// Who, as the admin request said (`gateway` when the gateway
-        /// itself refused: a duplicate id).
+        /// itself refused: a duplicate id; [`STOPPING`] when it stopped).
         by: String,
     },
     /// Nobody answered in time; `decision` is the rule's `on_expiry`.
@@ -281,14 +285,18 @@ impl Approvals {
         waiting.resolve.send(resolution).map_err(|_| unknown())
     }
 
-    /// Ends every parked call as [`Resolution::Abandoned`] (the gateway is
-    /// stopping: nobody will decide them); how many there were.
-    pub fn abandon_all(&self) -> usize {
+    /// Ends every parked call as [`Resolution::Denied`] by
+    /// [`STOPPING`]: the gateway is stopping, so nobody will decide them,
+    /// and it was the gateway, not their clients, that gave them up. How
+    /// many there were.
+    pub fn deny_all_stopping(&self) -> usize {
         let waiting: Vec<Waiting> = self.map().drain().map(|(_, waiting)| waiting).collect();
         let count = waiting.len();
         for waiting in waiting {
             // A receiver already gone is a client gone: nothing to tell.
-            let _ = waiting.resolve.send(Resolution::Abandoned);
+            let _ = waiting.resolve.send(Resolution::Denied {
+                by: STOPPING.to_owned(),
+            });
         }
         count
     }

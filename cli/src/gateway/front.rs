@@ -285,13 +285,13 @@ impl Gateway {
         &self.config
     }
 
-    /// Before the gateway exits: ends every parked call as abandoned,
-    /// gives their tasks a moment to record it, then waits until every
+    /// Before the gateway exits: denies every parked call (the gateway
+    /// stopping), gives their tasks a moment to record and answer it, then waits until every
     /// written audit entry is synced (the log's sync thread dies with the
     /// process). A log that cannot be synced is said on
     /// stderr.
     pub async fn finish_log(&self) {
-        if self.approvals.abandon_all() > 0 {
+        if self.approvals.deny_all_stopping() > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         if let Err(error) = self.log.flush().await {
@@ -1414,9 +1414,16 @@ pub async fn serve_http(
     };
     let app = axum::Router::new().nest_service("/mcp", authenticated);
     eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
+    let stopping = gateway.clone();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             stop.await;
+            // Parked calls are denied before the sessions end: ended first,
+            // they would pass for their clients' withdrawals, and their
+            // clients would get no answer.
+            if stopping.approvals.deny_all_stopping() > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
             sessions_end.cancel();
         })
         .await;
