@@ -394,7 +394,10 @@ impl Process {
         let deadline = Instant::now() + WAIT;
         loop {
             let text = std::fs::read_to_string(&process.stderr).unwrap_or_default();
-            if let Some(rest) = text
+            // Whole lines only: unbuffered stderr writes a formatted line in
+            // pieces, so the last line read may lack its end.
+            let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+            if let Some(rest) = whole
                 .lines()
                 .find_map(|line| line.strip_prefix(announcement))
             {
