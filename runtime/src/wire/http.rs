@@ -90,7 +90,7 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// event stream of three (headers, the event, the last chunk), each of
 /// which can wake the client; a handler that sends a notification first
 /// still streams. On the 2-core machine of the README's HTTP load
-/// benchmark, `notes --http` went from 2,494 to 3,518 requests/s at
+/// benchmark, `notes --http` went from 2,494 to 3,712 requests/s at
 /// concurrency 1.
 ///
 /// ```
