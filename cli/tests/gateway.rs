@@ -2332,13 +2332,10 @@ fn a_parked_call_its_client_cancels_is_abandoned_and_never_runs() {
     assert_eq!(executions(&dir), 0);
 }
 
-#[test]
-fn a_parked_call_whose_client_is_killed_is_abandoned_and_never_runs() {
-    let dir = scratch("abandon-killed");
-    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL));
-    let admin = gateway.admin.clone().unwrap();
-    // 2026-07-28 over HTTP: the request's stream closes with the process.
-    let mut client = Command::new(installed().python())
+/// The Python SDK client calling `fx__count` through `gateway` in a
+/// process of its own, its results on `stdout`.
+fn call_fx_count(gateway: &Gateway, stdout: Stdio) -> Child {
+    Command::new(installed().python())
         .arg(peers::fixture("gateway_client.py"))
         .args([
             gateway.url.as_str(),
@@ -2346,10 +2343,19 @@ fn a_parked_call_whose_client_is_killed_is_abandoned_and_never_runs() {
             "auto",
             &json!([call("fx__count", json!({}))]).to_string(),
         ])
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_parked_call_whose_client_is_killed_is_abandoned_and_never_runs() {
+    let dir = scratch("abandon-killed");
+    let gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL));
+    let admin = gateway.admin.clone().unwrap();
+    // 2026-07-28 over HTTP: the request's stream closes with the process.
+    let mut client = call_fx_count(&gateway, Stdio::null());
     let ids = pending_ids(&admin, 1);
     client.kill().unwrap();
     client.wait().unwrap();
@@ -2364,18 +2370,7 @@ fn a_parked_call_is_denied_by_the_gateway_when_it_stops() {
     let dir = scratch("parked-at-stop");
     let mut gateway = Gateway::start(&dir, &fx_admin_config(&dir, &[], COUNT_NEEDS_APPROVAL));
     let admin = gateway.admin.clone().unwrap();
-    let mut client = Command::new(installed().python())
-        .arg(peers::fixture("gateway_client.py"))
-        .args([
-            gateway.url.as_str(),
-            TOKEN,
-            "auto",
-            &json!([call("fx__count", json!({}))]).to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = call_fx_count(&gateway, Stdio::piped());
     let ids = pending_ids(&admin, 1);
     let stopped = stop_with(&mut gateway.child, libc::SIGTERM, &gateway.stderr);
     assert!(!stopped.contains("abandoned"), "{stopped}");
