@@ -25,28 +25,32 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many of a process's last stderr lines an error shows.
 pub const STDERR_TAIL: usize = 40;
 
-/// A bench binary's `main`: `options` parsed (an error is the usage, exit
-/// 2), then `bench` run on a current-thread runtime (the client on one
+/// A number of at least 1, for a bench option (`--rounds`, `--calls`).
+///
+/// # Errors
+///
+/// Text that is no number, or 0.
+pub fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(number) if number >= 1 => Ok(number),
+        _ => Err(format!("`{text}` is not a number of at least 1")),
+    }
+}
+
+/// A bench binary's `main`: its options `O` parsed by clap (an error is the
+/// usage, exit 2), then `bench` run on a current-thread runtime (the client on one
 /// thread: on a two-core machine the other core is the server's) until it
 /// ends or a signal stops it. On a signal the bench's future is dropped,
 /// and with it every process guard: what was started is stopped. Errors go
 /// to stderr after `name`; exit 1.
-pub fn main<O, F>(
-    name: &str,
-    options: impl FnOnce() -> Result<O, String>,
-    bench: impl FnOnce(O) -> F,
-) -> std::process::ExitCode
+pub fn main<O, F>(name: &str, bench: impl FnOnce(O) -> F) -> std::process::ExitCode
 where
+    O: clap::Parser,
     F: std::future::Future<Output = Result<(), String>>,
 {
     use std::process::ExitCode;
-    let options = match options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("{name}: {message}");
-            return ExitCode::from(2);
-        }
-    };
+    // clap prints the usage and exits 2 for a bad option, 0 for --help.
+    let options = O::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

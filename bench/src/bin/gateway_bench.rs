@@ -70,52 +70,26 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The gateway's ratio goal at p50 (shown, never asserted).
 const GOAL_P50: f64 = 1.3;
 
+/// The options, as the README's command gives them.
+#[derive(clap::Parser)]
+#[command(about = "the latency of one tools/call through the gateway and beside it")]
 struct Options {
+    /// Interleaved rounds per set-up.
+    #[arg(long, default_value_t = 20, value_parser = peers::at_least_one)]
     rounds: usize,
+    /// Calls per round.
+    #[arg(long, default_value_t = 100, value_parser = peers::at_least_one)]
     batch: usize,
+    /// Calls per set-up before the first round, not counted.
+    #[arg(long, default_value_t = 200)]
     warmup: usize,
-    /// Where the gateways' audit logs go; `None`: the scratch directory.
+    /// Where the gateways' audit logs go [default: the scratch directory].
+    #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
 }
 
-const USAGE: &str =
-    "usage: gateway_bench [--rounds N (20)] [--batch N (100)] [--warmup N (200)] [--log-dir DIR]";
-
-fn options() -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 20,
-        batch: 100,
-        warmup: 200,
-        log_dir: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let slot = match arg.as_str() {
-            "--log-dir" => {
-                let dir = args
-                    .next()
-                    .ok_or_else(|| format!("`--log-dir` needs a directory\n{USAGE}"))?;
-                options.log_dir = Some(PathBuf::from(dir));
-                continue;
-            }
-            "--rounds" => &mut options.rounds,
-            "--batch" => &mut options.batch,
-            "--warmup" => &mut options.warmup,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-        };
-        let minimum = if arg == "--warmup" { 0 } else { 1 };
-        *slot = args
-            .next()
-            .and_then(|value| value.parse().ok())
-            .filter(|&value: &usize| value >= minimum)
-            .ok_or_else(|| format!("`{arg}` needs a number of at least {minimum}\n{USAGE}"))?;
-    }
-    Ok(options)
-}
-
 fn main() -> ExitCode {
-    peers::main("gateway_bench", options, |options| async move {
+    peers::main("gateway_bench", |options: Options| async move {
         run(&options).await
     })
 }

@@ -76,66 +76,33 @@ const GOAL_VS_DIRECT_AT_64: f64 = 0.5;
 const GOAL_VS_PROXY: f64 = 10.0;
 const GOAL_P50_SLACK_MICROS: f64 = 100.0;
 
+/// The options, as the README's command gives them.
+#[derive(clap::Parser)]
+#[command(about = "wrk against notes --http, the gateway and mcp-proxy")]
 struct Options {
+    /// Interleaved rounds per set-up and concurrency.
+    #[arg(long, default_value_t = 5, value_parser = peers::at_least_one)]
     rounds: usize,
+    /// Seconds per wrk run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
+    /// Connections, one request in flight on each: a list, `1,8,64`.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64", value_parser = peers::at_least_one)]
     concurrency: Vec<usize>,
+    /// Where the audit log on disk goes [default: the system's temporary
+    /// directory].
+    #[arg(long, value_name = "DIR")]
     disk_dir: Option<PathBuf>,
+    /// Where the audit log on tmpfs goes.
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     tmpfs_dir: PathBuf,
+    /// Runs the `mcp-hints` and `notes` found here instead of this build's.
+    #[arg(long, value_name = "DIR")]
     bin_dir: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: http_load_bench [--rounds N (5)] [--seconds N (2)] [--concurrency \
-                     LIST (1,8,64)] [--disk-dir DIR] [--tmpfs-dir DIR (/dev/shm)] [--bin-dir DIR]";
-
-fn options() -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 5,
-        seconds: 2,
-        concurrency: vec![1, 8, 64],
-        disk_dir: None,
-        tmpfs_dir: PathBuf::from("/dev/shm"),
-        bin_dir: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if matches!(arg.as_str(), "-h" | "--help") {
-            return Err(USAGE.to_owned());
-        }
-        let value = args
-            .next()
-            .ok_or_else(|| format!("`{arg}` needs a value\n{USAGE}"))?;
-        let number = |minimum: u64| {
-            value
-                .parse::<u64>()
-                .ok()
-                .filter(|&number| number >= minimum)
-                .ok_or_else(|| format!("`{arg}` needs a number of at least {minimum}\n{USAGE}"))
-        };
-        match arg.as_str() {
-            "--rounds" => options.rounds = usize::try_from(number(1)?).unwrap_or(usize::MAX),
-            "--seconds" => options.seconds = number(1)?,
-            "--concurrency" => {
-                options.concurrency = value
-                    .split(',')
-                    .map(|item| item.trim().parse::<usize>().ok().filter(|&c| c >= 1))
-                    .collect::<Option<Vec<_>>>()
-                    .filter(|list| !list.is_empty())
-                    .ok_or_else(|| {
-                        format!("`--concurrency` takes numbers of at least 1, `1,8,64`\n{USAGE}")
-                    })?;
-            }
-            "--disk-dir" => options.disk_dir = Some(PathBuf::from(value)),
-            "--tmpfs-dir" => options.tmpfs_dir = PathBuf::from(value),
-            "--bin-dir" => options.bin_dir = Some(PathBuf::from(value)),
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-        }
-    }
-    Ok(options)
-}
-
 fn main() -> ExitCode {
-    peers::main("http_load_bench", options, |options| async move {
+    peers::main("http_load_bench", |options: Options| async move {
         run(&options).await
     })
 }

@@ -72,53 +72,29 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const GOAL_CPU_VS_TS: f64 = 0.5;
 const GOAL_CPU_VS_FASTMCP: f64 = 1.0 / 30.0;
 
+/// The options, as the README's command gives them.
+#[derive(clap::Parser)]
+#[command(about = "rmcp's client keeps calls in flight against stdio servers")]
 struct Options {
+    /// Interleaved rounds per server.
+    #[arg(long, default_value_t = 3, value_parser = peers::at_least_one)]
     rounds: usize,
+    /// Calls per round.
+    #[arg(long, default_value_t = 20_000, value_parser = peers::at_least_one)]
     calls: usize,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = peers::at_least_one)]
     in_flight: usize,
+    /// Calls before the first round, not counted.
+    #[arg(long, default_value_t = 2_000)]
     warmup: usize,
+    /// Another `notes` build, measured beside this one.
+    #[arg(long, value_name = "PATH")]
     baseline: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: stdio_bench [--rounds N (3)] [--calls N (20000)] [--in-flight N (64)] [--warmup N (2000)] [--baseline PATH]";
-
-fn options() -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 3,
-        calls: 20_000,
-        in_flight: 64,
-        warmup: 2_000,
-        baseline: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let slot = match arg.as_str() {
-            "--baseline" => {
-                let path = args
-                    .next()
-                    .ok_or_else(|| format!("`--baseline` needs a path\n{USAGE}"))?;
-                options.baseline = Some(PathBuf::from(path));
-                continue;
-            }
-            "--rounds" => &mut options.rounds,
-            "--calls" => &mut options.calls,
-            "--in-flight" => &mut options.in_flight,
-            "--warmup" => &mut options.warmup,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-        };
-        let minimum = if arg == "--warmup" { 0 } else { 1 };
-        *slot = args
-            .next()
-            .and_then(|value| value.parse().ok())
-            .filter(|&value: &usize| value >= minimum)
-            .ok_or_else(|| format!("`{arg}` needs a number of at least {minimum}\n{USAGE}"))?;
-    }
-    Ok(options)
-}
-
 fn main() -> ExitCode {
-    peers::main("stdio_bench", options, |options| async move {
+    peers::main("stdio_bench", |options: Options| async move {
         run(&options).await
     })
 }
