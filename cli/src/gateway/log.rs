@@ -352,7 +352,6 @@ impl AuditLog {
             inner: Arc::downgrade(&inner),
             path: path.to_owned(),
             file: inner.file.clone(),
-            synced: 0,
         };
         std::thread::Builder::new()
             .name("audit-log".to_owned())
@@ -526,15 +525,13 @@ struct Syncer {
     inner: std::sync::Weak<Inner>,
     path: PathBuf,
     file: Arc<File>,
-    /// How many lines the last sync that succeeded covered.
-    synced: u64,
 }
 
 impl Syncer {
     /// Answers sync requests, a batch of them with one sync, until every
     /// [`AuditLog`] clone is gone; syncs lines that were only written when
     /// their idle sync is due, and at the end.
-    fn run(mut self, requests: &std::sync::mpsc::Receiver<SyncRequest>) {
+    fn run(self, requests: &std::sync::mpsc::Receiver<SyncRequest>) {
         use std::sync::mpsc::RecvTimeoutError;
         let mut idle_sync: Option<Instant> = None;
         loop {
@@ -572,7 +569,11 @@ impl Syncer {
                 continue;
             }
             // Lines an earlier sync covered need no other.
-            let outcome = if waiting.iter().all(|(upto, _)| *upto <= self.synced) {
+            let synced = self
+                .inner
+                .upgrade()
+                .map_or(0, |inner| inner.synced.load(Ordering::SeqCst));
+            let outcome = if waiting.iter().all(|(upto, _)| *upto <= synced) {
                 Ok(())
             } else {
                 self.sync()
@@ -595,7 +596,7 @@ impl Syncer {
     }
 
     /// Syncs every line written so far.
-    fn sync(&mut self) -> Result<(), LogError> {
+    fn sync(&self) -> Result<(), LogError> {
         let Some(inner) = self.inner.upgrade() else {
             return self.file.sync_data().map_err(|source| LogError {
                 path: self.path.clone(),
@@ -615,8 +616,7 @@ impl Syncer {
             .health
             .note(&self.path, true, synced.as_ref().err());
         if synced.is_ok() {
-            self.synced = self.synced.max(covered);
-            inner.synced.store(self.synced, Ordering::SeqCst);
+            inner.synced.fetch_max(covered, Ordering::SeqCst);
         }
         synced
     }
@@ -626,7 +626,7 @@ impl Syncer {
     /// it again. Calls' own syncs leave it armed: at one call at a time,
     /// each call's sync covers the previous call's `finished` line, and
     /// re-arming after each would cost a wake-up of this thread per call.
-    fn idle_sync(&mut self, due: &mut Option<Instant>) {
+    fn idle_sync(&self, due: &mut Option<Instant>) {
         *due = None;
         let Some(inner) = self.inner.upgrade() else {
             return;
@@ -634,7 +634,7 @@ impl Syncer {
         // Disarmed before the count is read: a line counted after this
         // store arms the thread anew, one counted before it is seen here.
         inner.armed.store(false, Ordering::SeqCst);
-        if inner.written.load(Ordering::SeqCst) <= self.synced {
+        if inner.written.load(Ordering::SeqCst) <= inner.synced.load(Ordering::SeqCst) {
             return;
         }
         drop(inner);
