@@ -728,9 +728,12 @@ impl Front {
             hints,
             &arguments,
         );
-        if let Some(refused) = self
-            .check_drift(&name, &listed, &record, &arguments, context)
-            .await
+        // Boxed, like every wait for an approver below: the common path's
+        // future stays small, and rmcp moves it whole into each request's
+        // task.
+        if self.gateway.drift.is_some()
+            && let Some(refused) =
+                Box::pin(self.check_drift(&name, &listed, &record, &arguments, context)).await
         {
             return Ok(refused);
         }
@@ -816,10 +819,13 @@ impl Front {
                     gateway.approve_command(&id)
                 );
                 let abandon = AbandonOnDrop::arm(&gateway.log, &record, rule_text.clone());
-                let resolution = gateway
-                    .approvals
-                    .park(parked, timeout, on_expiry, context.ct.cancelled())
-                    .await;
+                let resolution = Box::pin(gateway.approvals.park(
+                    parked,
+                    timeout,
+                    on_expiry,
+                    context.ct.cancelled(),
+                ))
+                .await;
                 abandon.disarm();
                 let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
                 // How it ended, in the words of the refusal.
@@ -996,7 +1002,14 @@ impl Front {
             }
         };
         let call = ToolCall::new(listed.tool.clone()).arguments(arguments);
-        let outcome = upstream::with_principal(&record.principal, client.call_tool(call)).await;
+        // Boxed: the replay-safe client's future is kilobytes (its retry
+        // and read-back states), and this one is moved whole into each
+        // request's task.
+        let outcome = Box::pin(upstream::with_principal(
+            &record.principal,
+            client.call_tool(call),
+        ))
+        .await;
         upstream.say_restarts(&client).await;
         let (result, outcome, attempts) = match outcome {
             Ok(Outcome::Completed(done)) => {
