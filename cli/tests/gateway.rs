@@ -1151,6 +1151,31 @@ fn a_call_is_refused_unforwarded_once_the_audit_log_cannot_be_written() {
     stderr_line(&gateway, "calls are refused until it can be written");
 }
 
+#[test]
+fn the_decided_entry_is_in_the_log_before_the_upstream_runs_the_call() {
+    // The fixture's `read_log` counts its own entries in the audit log while
+    // it runs: its `decided` entry must be there, its `finished` not yet.
+    let dir = scratch("decided-first");
+    let gateway = Gateway::start(&dir, &fx_config(&dir, &[], ""));
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            call("fx__read_log", json!({})),
+            call("fx__read_log", json!({}))
+        ]),
+    );
+    let seen: Vec<Value> = (0..2)
+        .map(|n| {
+            let result = &session["results"][n];
+            assert_eq!(result["isError"], false, "{session}");
+            serde_json::from_str(text(result)).unwrap()
+        })
+        .collect();
+    assert_eq!(seen[0], json!({ "decided": 1, "finished": 0 }), "{session}");
+    assert_eq!(seen[1], json!({ "decided": 2, "finished": 1 }), "{session}");
+}
+
 /// How many times counter-server finished `tool`, from its executions
 /// file.
 fn finished_runs(executions: &Path, tool: &str) -> usize {

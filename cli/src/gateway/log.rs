@@ -1434,6 +1434,33 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_synced_line_is_synced_when_record_returns() {
+        let scratch = Scratch::new("synced");
+        let log = AuditLog::open(&scratch.0.join("audit.jsonl")).unwrap();
+        for n in 0..20 {
+            // A line only written before it: the sync covers both.
+            log.record(
+                &entry(2 * n, "a", "t", "allow", &now()),
+                Durability::Written,
+            )
+            .await
+            .unwrap();
+            log.record(
+                &entry(2 * n + 1, "a", "t", "allow", &now()),
+                Durability::Synced,
+            )
+            .await
+            .unwrap();
+            let (written, synced) = (
+                log.inner.written.load(Ordering::SeqCst),
+                log.inner.synced.load(Ordering::SeqCst),
+            );
+            assert_eq!(written, 2 * u64::from(n) + 2);
+            assert!(synced >= written, "{synced} of {written} lines synced");
+        }
+    }
+
     #[test]
     fn the_digest_ignores_key_order_and_number_spelling() {
         let a: Map<String, Value> =
