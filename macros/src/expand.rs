@@ -7,7 +7,7 @@ use syn::{Expr, Ident, ImplItemFn, ReturnType, Type};
 
 use crate::attr::LintLevel;
 use crate::decl::Decls;
-use crate::hint::Hint;
+use mcp_hints_core::hints::Hint;
 use crate::keyed;
 use crate::lint;
 use crate::model::{self, ToolFn};
