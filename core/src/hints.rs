@@ -40,14 +40,22 @@ pub enum Hint {
 /// destructiveHint false and idempotentHint true; see `mcp_hints::tool`).
 /// In the order the macros' documentation lists them.
 pub const FLAGS: [(&str, Hint, bool); 7] = [
-    ("read_only", Hint::ReadOnly, true),
-    ("idempotent", Hint::Idempotent, true),
-    ("non_idempotent", Hint::Idempotent, false),
-    ("destructive", Hint::Destructive, true),
-    ("additive", Hint::Destructive, false),
-    ("open_world", Hint::OpenWorld, true),
-    ("closed_world", Hint::OpenWorld, false),
+    named(Hint::ReadOnly, true),
+    named(Hint::Idempotent, true),
+    named(Hint::Idempotent, false),
+    named(Hint::Destructive, true),
+    named(Hint::Destructive, false),
+    named(Hint::OpenWorld, true),
+    named(Hint::OpenWorld, false),
 ];
+
+/// A row of [`FLAGS`]: the flag of `hint` `value`, which must have one.
+const fn named(hint: Hint, value: bool) -> (&'static str, Hint, bool) {
+    match hint.flag(value) {
+        Some(flag) => (flag, hint, value),
+        None => panic!("readOnlyHint false has no flag of its own"),
+    }
+}
 
 impl Hint {
     /// All four hints, in the order of the spec's schema.
@@ -103,11 +111,17 @@ impl Hint {
     /// `idempotent`/`non_idempotent`, `open_world`/`closed_world`. `None`
     /// for readOnlyHint false, which every write flag declares and no flag
     /// names alone.
-    pub fn flag(self, value: bool) -> Option<&'static str> {
-        FLAGS
-            .iter()
-            .find(|(_, hint, declares)| *hint == self && *declares == value)
-            .map(|(flag, _, _)| *flag)
+    pub const fn flag(self, value: bool) -> Option<&'static str> {
+        match (self, value) {
+            (Hint::ReadOnly, true) => Some("read_only"),
+            (Hint::ReadOnly, false) => None,
+            (Hint::Destructive, true) => Some("destructive"),
+            (Hint::Destructive, false) => Some("additive"),
+            (Hint::Idempotent, true) => Some("idempotent"),
+            (Hint::Idempotent, false) => Some("non_idempotent"),
+            (Hint::OpenWorld, true) => Some("open_world"),
+            (Hint::OpenWorld, false) => Some("closed_world"),
+        }
     }
 
     /// The value a client must assume when the hint is absent: false for
