@@ -388,7 +388,9 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
     let mut group_of: HashMap<String, usize> = HashMap::with_capacity(list.tools.len());
     for tool in &list.tools {
         let next = groups.len();
-        let group = *group_of.entry(name::client_safe(&tool.name)).or_insert(next);
+        let group = *group_of
+            .entry(name::client_safe(&tool.name))
+            .or_insert(next);
         if group == next {
             groups.push(Vec::new());
         }

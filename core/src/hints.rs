@@ -103,7 +103,9 @@ impl Hint {
     /// The hint whose [`rmcp_field`](Self::rmcp_field) is `field`; `None`
     /// for any other text.
     pub fn from_rmcp_field(field: &str) -> Option<Hint> {
-        Hint::ALL.into_iter().find(|hint| hint.rmcp_field() == field)
+        Hint::ALL
+            .into_iter()
+            .find(|hint| hint.rmcp_field() == field)
     }
 
     /// The `#[tool]` flag that declares this hint `value` (one of
@@ -124,13 +126,6 @@ impl Hint {
         }
     }
 
-    /// The value a client must assume when the hint is absent: false for
-    /// readOnlyHint and idempotentHint, true for destructiveHint and
-    /// openWorldHint (the pessimistic spec defaults).
-    pub const fn spec_default(self) -> bool {
-        matches!(self, Hint::Destructive | Hint::OpenWorld)
-    }
-
     /// What the hint says of a tool when true, in the spec's words
     /// (lowercase, no subject): `"does not modify its environment"`.
     pub const fn meaning(self) -> &'static str {
@@ -140,6 +135,13 @@ impl Hint {
             Hint::Idempotent => "has no further effect when repeated with the same arguments",
             Hint::OpenWorld => "interacts with an open world of external entities",
         }
+    }
+
+    /// The value a client must assume when the hint is absent: false for
+    /// readOnlyHint and idempotentHint, true for destructiveHint and
+    /// openWorldHint (the pessimistic spec defaults).
+    pub const fn spec_default(self) -> bool {
+        matches!(self, Hint::Destructive | Hint::OpenWorld)
     }
 }
 

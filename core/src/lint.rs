@@ -418,8 +418,16 @@ mod tests {
 
     #[test]
     fn settled_by_read_only_or_by_both_write_hints() {
-        assert!(tool([Some(true), None, None, Some(false)]).undeclared().is_empty());
-        assert!(tool([None, Some(false), Some(true), Some(true)]).undeclared().is_empty());
+        assert!(
+            tool([Some(true), None, None, Some(false)])
+                .undeclared()
+                .is_empty()
+        );
+        assert!(
+            tool([None, Some(false), Some(true), Some(true)])
+                .undeclared()
+                .is_empty()
+        );
         assert_eq!(
             tool([Some(false), None, Some(true), Some(true)]).undeclared(),
             [Hint::Destructive]
@@ -454,7 +462,10 @@ mod tests {
             write.unwrap().wire_help(),
             "declare idempotentHint and openWorldHint in the tool's `annotations`"
         );
-        assert_eq!(undeclared_hints("ok", &tool([Some(true), None, None, Some(true)])), None);
+        assert_eq!(
+            undeclared_hints("ok", &tool([Some(true), None, None, Some(true)])),
+            None
+        );
         assert!(SILENCE.contains(NAME));
     }
 

@@ -191,9 +191,11 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
         (Some(FlagKind::IdempotencyKey), None) => {
             "a read has no effect to repeat, so it needs no idempotency key".to_owned()
         }
-        (Some(FlagKind::Idempotent), None) => "`idempotent` declares a write (readOnlyHint false); a \
+        (Some(FlagKind::Idempotent), None) => {
+            "`idempotent` declares a write (readOnlyHint false); a \
              read-only tool is idempotent already, so drop `idempotent`"
-            .to_owned(),
+                .to_owned()
+        }
         (Some(FlagKind::Additive), None) => {
             "`additive` declares a write (readOnlyHint false) that only adds".to_owned()
         }

@@ -236,7 +236,7 @@ fn misbuilt_key(tool: &Tool, field: &str) -> Option<String> {
         .map(|properties| {
             properties
                 .keys()
-                .map(|name| format!("`{}`", escape::shown(&name)))
+                .map(|name| format!("`{}`", escape::shown(name)))
                 .collect()
         })
         .unwrap_or_default();
@@ -288,7 +288,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
         .ok_or_else(|| {
             format!(
                 "its input schema has no property `{}`",
-                escape::shown(&field)
+                escape::shown(field)
             )
         })?;
     let is_string = match property.get("type") {
@@ -298,7 +298,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
     if !is_string {
         return Err(format!(
             "the property `{}` of its input schema is not of type \"string\"",
-            escape::shown(&field)
+            escape::shown(field)
         ));
     }
     let required = schema
@@ -308,7 +308,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
     if !required {
         return Err(format!(
             "the property `{}` of its input schema is not required (an `Option`?)",
-            escape::shown(&field)
+            escape::shown(field)
         ));
     }
     Ok(())

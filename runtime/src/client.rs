@@ -967,7 +967,7 @@ impl ReplaySafeClient {
         let Some(now) = tools.get(name) else {
             return Some(format!(
                 "after the server restarted, `{}` is no longer in its tools/list",
-                escape::shown(&name)
+                escape::shown(name)
             ));
         };
         match (&before.fingerprint, &now.fingerprint) {
@@ -980,7 +980,7 @@ impl ReplaySafeClient {
                 Some(format!(
                     "after the server restarted, `{}` is defined differently ({}), so the call is \
                      not resent",
-                    escape::shown(&name),
+                    escape::shown(name),
                     if parts.is_empty() {
                         "its name".to_owned()
                     } else {
@@ -1170,7 +1170,7 @@ fn keyed_arguments(
         Some(other) => {
             return Err(format!(
                 "its argument `{}` carries the idempotency key, and must be a string, not {}",
-                escape::shown(&field),
+                escape::shown(field),
                 crate::hints::json_type(other)
             ));
         }
@@ -1179,7 +1179,7 @@ fn keyed_arguments(
         (Some(key), Some(given)) if key != given => {
             return Err(format!(
                 "two idempotency keys: the argument `{}` and ToolCall::idempotency_key differ",
-                escape::shown(&field)
+                escape::shown(field)
             ));
         }
         (Some(key), _) | (None, Some(key)) => key,

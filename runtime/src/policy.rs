@@ -155,7 +155,7 @@ pub fn decide_keyed(trust: Trust, hints: &ToolHints, key_field: &str) -> Verdict
         reason: format!(
             "the tool is keyed by its argument `{}`: a resend with the same key is recognised by \
              the server and not run again; resend the same arguments, key included",
-            escape::shown(&key_field)
+            escape::shown(key_field)
         ),
     }
 }
@@ -171,7 +171,7 @@ pub fn unknown_tool(name: &str) -> Verdict {
         // The name may come from a peer: escaped, it cannot forge a line.
         reason: format!(
             "`{}` is not in the server's tools/list: unknown tool",
-            escape::shown(&name)
+            escape::shown(name)
         ),
     }
 }

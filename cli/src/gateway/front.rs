@@ -128,9 +128,10 @@ impl Catalogue {
             let unavailable = upstream.unavailable();
             for tool in upstream.tools().iter() {
                 if let Some(problem) = name::problem(&tool.name) {
-                    catalogue
-                        .left_out
-                        .insert((upstream.name.clone(), tool.name.to_string()), problem.to_string());
+                    catalogue.left_out.insert(
+                        (upstream.name.clone(), tool.name.to_string()),
+                        problem.to_string(),
+                    );
                     continue;
                 }
                 let name = namespaced(&upstream.name, &tool.name);
@@ -812,7 +813,7 @@ impl Front {
                 eprintln!(
                     "gateway: call {id} of `{}` by `{}` is parked for approval: {}",
                     escape::shown(&name),
-                    escape::shown(&principal),
+                    escape::shown(principal),
                     gateway.approve_command(&id)
                 );
                 let abandon = AbandonOnDrop::arm(&gateway.log, &record, rule_text.clone());
@@ -824,8 +825,10 @@ impl Front {
                 let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
                 // How it ended, in the words of the refusal.
                 let how = match &resolution {
-                    Resolution::Approved { by } => format!("was approved by {}", escape::shown(&by)),
-                    Resolution::Denied { by } => format!("was denied by {}", escape::shown(&by)),
+                    Resolution::Approved { by } => {
+                        format!("was approved by {}", escape::shown(by))
+                    }
+                    Resolution::Denied { by } => format!("was denied by {}", escape::shown(by)),
                     Resolution::Expired { .. } => format!(
                         "was not approved within {} s, so it expired and was denied",
                         timeout.as_secs()
@@ -913,7 +916,7 @@ impl Front {
         eprintln!(
             "gateway: call {id} of drifted tool `{}` is parked: {what}; {} approves the new \
              definition",
-            escape::shown(&name),
+            escape::shown(name),
             self.gateway.approve_command(&id)
         );
         let abandon = AbandonOnDrop::arm(&self.gateway.log, record, None);
@@ -945,7 +948,7 @@ impl Front {
                         format!(
                             "`{}` was approved, but the lock could not be written ({}); it was \
                              not forwarded",
-                            escape::shown(&name),
+                            escape::shown(name),
                             crate::text::one_line(&error)
                         ),
                         json!({ "decision": "drift" }),
@@ -960,7 +963,7 @@ impl Front {
                 format!(
                     "`{}` was abandoned (its client withdrew it) while it waited for an \
                      approver: {what}; it was not forwarded",
-                    escape::shown(&name)
+                    escape::shown(name)
                 ),
                 json!({ "decision": "abandoned", "drift": what }),
             ));
@@ -968,7 +971,7 @@ impl Front {
         Some(refusal(
             format!(
                 "`{}` cannot be called until an approver approves it ({decision}): {what}",
-                escape::shown(&name)
+                escape::shown(name)
             ),
             json!({ "decision": "drift", "drift": what }),
         ))
@@ -1021,7 +1024,7 @@ impl Front {
                 let text = format!(
                     "{lost}. {}: read back before calling `{}` again",
                     may_have_run(attempts, lost.idempotency_key.is_some()),
-                    escape::shown(&name)
+                    escape::shown(name)
                 );
                 let detail = json!({
                     "outcome": "delivery_unknown",
@@ -1117,7 +1120,7 @@ fn said_abandoned(id: &str, name: &str) {
     eprintln!(
         "gateway: call {id} of `{}` was abandoned by its client before it was decided; it was \
          not forwarded",
-        escape::shown(&name)
+        escape::shown(name)
     );
 }
 
@@ -1230,7 +1233,7 @@ fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
     refusal(
         format!(
             "`{}` was not forwarded: upstream `{upstream}` is unavailable ({})",
-            escape::shown(&name),
+            escape::shown(name),
             crate::text::one_line(reason)
         ),
         json!({ "outcome": "unavailable", "upstream": upstream }),

@@ -126,7 +126,7 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
             problems.push(format!(
                 "tool `{}` is {length} characters long once namespaced, over the {} a client \
                  accepts; rename the upstream shorter",
-                escape::shown(&name),
+                escape::shown(name),
                 defaults::MAX_NAME_LEN
             ));
         }
@@ -135,8 +135,8 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
             Some(first) => problems.push(format!(
                 "tools `{}` and `{}` collide: both become `{}` once a client replaces the \
                  characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                escape::shown(&first),
-                escape::shown(&name),
+                escape::shown(first),
+                escape::shown(name),
                 key
             )),
             None => {

@@ -616,7 +616,7 @@ fn not_found(error: SpawnError, program: &str, resolved_against: Option<&Path>) 
             .into()
         }
         SpawnError::Start(error) => {
-            format!("cannot start `{}`: {error}", escape::shown(&program)).into()
+            format!("cannot start `{}`: {error}", escape::shown(program)).into()
         }
         SpawnError::Other(error) => error,
     }
@@ -673,7 +673,7 @@ fn spawn(
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
         .ok_or_else(|| {
-            SpawnError::Other(format!("`{}` exited as it started", escape::shown(&program)).into())
+            SpawnError::Other(format!("`{}` exited as it started", escape::shown(program)).into())
         })?;
     let group = Group::record(&mut groups, leader);
     drop(groups);
@@ -822,7 +822,11 @@ async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
         eprintln!(
             "{name}: {}{}",
             crate::text::one_line(text),
-            if cut { escape::MARKER.to_string() } else { String::new() }
+            if cut {
+                escape::MARKER.to_string()
+            } else {
+                String::new()
+            }
         );
     }
 }

@@ -755,7 +755,7 @@ fn rounded_refused(
              more in magnitude and not a 64-bit integer: it is read as a double, which cannot \
              say which integer was sent, so a resend with other digits would get this call's \
              result; send such a number as a string",
-            escape::shown(&name)
+            escape::shown(name)
         ),
         Some(json!({ "tool": tool, "idempotencyKeyField": key_field, "argument": name })),
     )
