@@ -6,6 +6,7 @@
 //! digit, `_`, `-` or `.`. OpenAI's and Anthropic's tool APIs accept
 //! `^[a-zA-Z0-9_-]{1,64}$` as a function name.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use crate::escape;
@@ -81,14 +82,11 @@ pub fn replaced<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<char> {
     )
 }
 
+/// Each of `chars` once, in the order met; linear in their number (a
+/// server may list thousands of names).
 fn unique(chars: impl Iterator<Item = char>) -> Vec<char> {
-    let mut seen = Vec::new();
-    for c in chars {
-        if !seen.contains(&c) {
-            seen.push(c);
-        }
-    }
-    seen
+    let mut seen = HashSet::new();
+    chars.filter(|c| seen.insert(*c)).collect()
 }
 
 /// Each character as `` `c` ``, escaped as [`escape::shown`] escapes it,
