@@ -13,12 +13,14 @@
 //! Sources: MCP schema `Tool` and `ToolAnnotations` (2025-06-18 to
 //! 2026-07-28), the tool-name rule of 2025-11-25 (`server/tools`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 use mcp_hints::collect::{ListedTool, ToolList};
 use mcp_hints::hints::json_type;
 use mcp_hints::{Hint, Provenance, ToolHints};
+use mcp_hints_core::lint::{self as rule, Declarations, Fix, HintState, join};
+use mcp_hints_core::name;
 use serde_json::{Map, Value};
 
 use crate::text::shown;
@@ -57,7 +59,7 @@ impl Rule {
     /// The rule's id, e.g. `"undeclared_hints"`.
     pub fn id(self) -> &'static str {
         match self {
-            Rule::UndeclaredHints => "undeclared_hints",
+            Rule::UndeclaredHints => rule::NAME,
             Rule::ContradictingHints => "contradicting_hints",
             Rule::MeaninglessHints => "meaningless_hints",
             Rule::MisplacedHints => "misplaced_hints",
@@ -174,12 +176,16 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
                 "add a human-readable `title` to the tool (spec 2025-06-18 and later)".to_owned(),
             );
         }
-        if let Some(problem) = name_problem(&tool.name) {
+        if let Some(problem) = name::problem(&tool.name) {
             push(
                 Rule::InvalidToolName,
                 format!("tool name `{shown}` {problem}"),
                 Some("clients may reject the tool or fail to call it".to_owned()),
-                "use 1 to 128 of `A-Z a-z 0-9 _ - .` (spec 2025-11-25, tool names)".to_owned(),
+                format!(
+                    "use 1 to {} of `{}` (spec 2025-11-25, tool names)",
+                    name::MAX_LEN,
+                    name::ALPHABET
+                ),
             );
         }
     }
@@ -189,16 +195,16 @@ pub fn check(list: &ToolList, enabled: &[Rule]) -> Vec<Finding> {
     findings
 }
 
-fn join(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
-    }
-}
-
-fn is_declared(hints: &ToolHints, hint: Hint) -> bool {
-    hints.get(hint).provenance == Provenance::Declared
+/// The hints of a tool as the core's rules read them: declared when the
+/// server declared them (not when defaulted, nor asserted by an operator).
+fn declarations(hints: &ToolHints) -> Declarations {
+    Declarations::from_fn(|hint| {
+        let value = hints.get(hint);
+        HintState {
+            value: value.value,
+            declared: value.provenance == Provenance::Declared,
+        }
+    })
 }
 
 /// Who a finding's help speaks to: the author of any server (in the
@@ -246,36 +252,21 @@ fn built_with_tool_macro(list: &ToolList) -> bool {
     seen
 }
 
-/// The `#[tool]` flags that settle the `open` hints, in the words of the
-/// build's own warning.
-fn flag_fixes(open: &[Hint]) -> String {
-    let is_open = |hint| open.contains(&hint);
+/// The `#[tool]` flags that fix `finding`, in the words of the build's own
+/// warning.
+fn flag_fixes(finding: &rule::Undeclared) -> String {
     let flag = |name: &str| format!("`#[tool({name})]`");
-    let either = |a: &str, b: &str| format!("{} or {}", flag(a), flag(b));
-    let mut fixes = Vec::new();
-    if is_open(Hint::ReadOnly) {
-        fixes.push(format!(
-            "{} (or {}/{} with {}/{})",
-            flag("read_only"),
-            flag("idempotent"),
-            flag("non_idempotent"),
-            flag("destructive"),
-            flag("additive")
-        ));
-    } else {
-        if is_open(Hint::Idempotent) {
-            fixes.push(either("idempotent", "non_idempotent"));
-        }
-        if is_open(Hint::Destructive) {
-            fixes.push(either("destructive", "additive"));
-        }
-    }
-    if is_open(Hint::OpenWorld) {
-        fixes.push(format!(
-            "{} (or `#[tool_router(closed_world)]` for every tool)",
-            either("open_world", "closed_world")
-        ));
-    }
+    let fixes: Vec<String> = finding
+        .fixes()
+        .iter()
+        .map(|fix| match fix {
+            Fix::World => format!(
+                "{} (or `#[tool_router(closed_world)]` for every tool)",
+                fix.flags(flag)
+            ),
+            other => other.flags(flag),
+        })
+        .collect();
     format!(
         "add {} (the server's `_meta` shows it was built with mcp-hints' `#[tool]`; flags \
          combine: `#[tool(non_idempotent, additive)]`)",
@@ -283,111 +274,23 @@ fn flag_fixes(open: &[Hint]) -> String {
     )
 }
 
-/// The macro's rule on the wire: the read/write side is settled by
-/// readOnlyHint true, or by both destructiveHint and idempotentHint; the world
-/// by openWorldHint.
+/// The macro's rule on the wire, in the core's words: the message, what
+/// clients assume, and the fix for `author`.
 fn undeclared(name: &str, hints: &ToolHints, author: Author) -> Option<(String, String, String)> {
-    let read_only = hints.get(Hint::ReadOnly);
-    let read_write_settled = (read_only.value && read_only.provenance == Provenance::Declared)
-        || (is_declared(hints, Hint::Destructive) && is_declared(hints, Hint::Idempotent));
-    let mut open = Vec::new();
-    if !read_write_settled {
-        open.extend(
-            [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent]
-                .into_iter()
-                .filter(|hint| !is_declared(hints, *hint)),
-        );
-    }
-    if !is_declared(hints, Hint::OpenWorld) {
-        open.push(Hint::OpenWorld);
-    }
-    if open.is_empty() {
-        return None;
-    }
-    let writes = !read_only.value;
-    let is_open = |hint| open.contains(&hint);
-    let mut consequences = Vec::new();
-    if writes
-        && !hints.get(Hint::Idempotent).value
-        && (is_open(Hint::ReadOnly) || is_open(Hint::Idempotent))
-    {
-        consequences.push(format!(
-            "will never resend `{name}` after a timeout (they must read back first)"
-        ));
-    }
-    if writes && is_open(Hint::Destructive) {
-        consequences.push("may ask for confirmation before every call".to_owned());
-    }
-    if is_open(Hint::OpenWorld) {
-        consequences.push("will treat it as reaching external entities".to_owned());
-    }
-    let mut fixes = Vec::new();
-    if is_open(Hint::ReadOnly) {
-        fixes.push("readOnlyHint true, or both destructiveHint and idempotentHint".to_owned());
-    } else {
-        for hint in [Hint::Idempotent, Hint::Destructive] {
-            if is_open(hint) {
-                fixes.push(hint.wire_name().to_owned());
-            }
-        }
-    }
-    if is_open(Hint::OpenWorld) {
-        fixes.push("openWorldHint".to_owned());
-    }
-    let names: Vec<String> = open
-        .iter()
-        .map(|hint| hint.wire_name().to_owned())
-        .collect();
-    let assumed: Vec<String> = open
-        .iter()
-        .map(|hint| format!("{} {}", hint.wire_name(), hint.spec_default()))
-        .collect();
-    Some((
-        format!("tool `{name}` leaves {} undeclared", join(&names)),
-        format!(
-            "clients will assume {}: they {}",
-            join(&assumed),
-            join(&consequences)
-        ),
-        match author {
-            Author::ToolMacro => flag_fixes(&open),
-            Author::Wire => format!("declare {} in the tool's `annotations`", {
-                match fixes.split_first() {
-                    Some((first, rest)) if first.contains(", or") && !rest.is_empty() => {
-                        format!("{first}; and {}", join(rest))
-                    }
-                    _ => join(&fixes),
-                }
-            }),
-        },
-    ))
+    let finding = rule::undeclared_hints(name, &declarations(hints))?;
+    let help = match author {
+        Author::ToolMacro => flag_fixes(&finding),
+        Author::Wire => finding.wire_help(),
+    };
+    Some((finding.message(), finding.note(), help))
 }
 
 fn contradictions(name: &str, hints: &ToolHints) -> Vec<(String, String)> {
-    let read_only = hints.get(Hint::ReadOnly);
-    if !(read_only.value && read_only.provenance == Provenance::Declared) {
-        return Vec::new();
-    }
-    let mut found = Vec::new();
-    let destructive = hints.get(Hint::Destructive);
-    if destructive.value && destructive.provenance == Provenance::Declared {
-        found.push((
-            format!("tool `{name}` declares readOnlyHint true and destructiveHint true"),
-            "a tool that reads only destroys nothing: drop destructiveHint, or set readOnlyHint \
-             false if it writes"
-                .to_owned(),
-        ));
-    }
-    let idempotent = hints.get(Hint::Idempotent);
-    if !idempotent.value && idempotent.provenance == Provenance::Declared {
-        found.push((
-            format!("tool `{name}` declares readOnlyHint true and idempotentHint false"),
-            "a read has no effect to repeat: drop idempotentHint, or set readOnlyHint false if \
-             it writes"
-                .to_owned(),
-        ));
-    }
-    found
+    declarations(hints)
+        .contradictions()
+        .into_iter()
+        .map(|contradiction| (contradiction.message(name), contradiction.wire_help()))
+        .collect()
 }
 
 fn meaningless(name: &str, hints: &ToolHints) -> Option<(String, String)> {
@@ -477,47 +380,6 @@ fn misplaced(name: &str, definition: &Map<String, Value>) -> Vec<(String, String
     found
 }
 
-fn spec_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
-}
-
-/// What is wrong with a tool name, if anything, against the spec's rule
-/// (MCP 2025-11-25, tools: names SHOULD be 1 to 128 characters of `A-Z a-z
-/// 0-9 _ - .`): `is empty`, `is 130 characters long, more than 128`,
-/// `contains `\u{1b}``, each character shown escaped. Lint's
-/// `invalid_tool_name`; the gateway leaves such tools out.
-pub(crate) fn name_problem(name: &str) -> Option<String> {
-    let length = name.chars().count();
-    if length == 0 {
-        return Some("is empty".to_owned());
-    }
-    if length > 128 {
-        return Some(format!("is {length} characters long, more than 128"));
-    }
-    let mut seen = HashSet::new();
-    let bad: Vec<String> = name
-        .chars()
-        .filter(|c| !spec_char(*c) && seen.insert(*c))
-        .map(|c| format!("`{}`", shown(c.encode_utf8(&mut [0; 4]))))
-        .collect();
-    (!bad.is_empty()).then(|| format!("contains {}", join(&bad)))
-}
-
-/// What clients that allow only `[A-Za-z0-9_-]` in function names (OpenAI's
-/// and Anthropic's tool APIs among them) make of a name: every other
-/// character becomes `_`.
-pub(crate) fn client_safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// One finding per set of names that collide, in the order of each set's
 /// first tool; linear in the number of tools.
 fn collisions(list: &ToolList) -> Vec<Finding> {
@@ -526,7 +388,9 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
     let mut group_of: HashMap<String, usize> = HashMap::with_capacity(list.tools.len());
     for tool in &list.tools {
         let next = groups.len();
-        let group = *group_of.entry(client_safe(&tool.name)).or_insert(next);
+        let group = *group_of
+            .entry(name::client_safe(&tool.name))
+            .or_insert(next);
         if group == next {
             groups.push(Vec::new());
         }
@@ -541,29 +405,21 @@ fn collisions(list: &ToolList) -> Vec<Finding> {
                 .map(|tool| format!("`{}`", shown(&tool.name)))
                 .collect();
             // The characters replaced, each once, in the order met.
-            let mut seen = HashSet::new();
-            let replaced: Vec<String> = tools
-                .iter()
-                .flat_map(|tool| tool.name.chars())
-                .filter(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-                .filter(|c| seen.insert(*c))
-                .map(|c| format!("`{}`", shown(c.encode_utf8(&mut [0; 4]))))
-                .collect();
+            let replaced =
+                name::shown_chars(&name::replaced(tools.iter().map(|tool| tool.name.as_str())));
             Finding {
                 rule: Rule::CollidingToolNames,
                 tool: tools[0].name.clone(),
                 page: tools[0].page,
                 message: format!(
-                    "tool names {} collide as `{}` once {} is replaced by `_`",
+                    "tool names {} collide as `{}` once {replaced} is replaced by `_`",
                     join(&names),
-                    shown(&client_safe(&tools[0].name)),
-                    join(&replaced)
+                    shown(&name::client_safe(&tools[0].name)),
                 ),
                 note: Some(format!(
-                    "{} is not allowed in function names by clients that require \
-                     ^[a-zA-Z0-9_-]{{1,64}}$; they replace it, and then call one tool for the \
-                     other",
-                    join(&replaced)
+                    "{replaced} is not allowed in function names by clients that require {}; \
+                     they replace it, and then call one tool for the other",
+                    name::CLIENT_SAFE_PATTERN
                 )),
                 help: "rename the tools so that they differ in letters, digits, `_` or `-`"
                     .to_owned(),

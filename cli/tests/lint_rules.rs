@@ -89,7 +89,7 @@ fn contradicting_hints_are_found() {
                 "peek",
                 "tool `peek` declares readOnlyHint true and destructiveHint true",
                 None,
-                "a tool that reads only destroys nothing: drop destructiveHint, or set \
+                "a read-only tool destroys nothing: drop destructiveHint, or set \
                  readOnlyHint false if it writes",
             ),
             finding(
@@ -97,8 +97,8 @@ fn contradicting_hints_are_found() {
                 "peek",
                 "tool `peek` declares readOnlyHint true and idempotentHint false",
                 None,
-                "a read has no effect to repeat: drop idempotentHint, or set readOnlyHint \
-                 false if it writes",
+                "a read-only tool has no effect to repeat, so it is idempotent: drop \
+                 idempotentHint, or set readOnlyHint false if it writes",
             ),
         ]
     );

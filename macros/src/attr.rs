@@ -8,8 +8,9 @@ use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::{Expr, Ident, LitBool, LitStr, Token, Visibility};
 
+use mcp_hints_core::hints::{self, Hint};
+
 use crate::ctxt::Ctxt;
-use crate::hint::Hint;
 use crate::suggest;
 
 /// A hint-declaring flag as the user wrote it.
@@ -29,34 +30,50 @@ pub enum FlagKind {
 }
 
 impl FlagKind {
-    const NAMED: [(&'static str, FlagKind); 7] = [
-        ("read_only", FlagKind::ReadOnly),
-        ("idempotent", FlagKind::Idempotent),
-        ("non_idempotent", FlagKind::NonIdempotent),
-        ("destructive", FlagKind::Destructive),
-        ("additive", FlagKind::Additive),
-        ("open_world", FlagKind::OpenWorld),
-        ("closed_world", FlagKind::ClosedWorld),
+    const NAMED: [FlagKind; 7] = [
+        FlagKind::ReadOnly,
+        FlagKind::Idempotent,
+        FlagKind::NonIdempotent,
+        FlagKind::Destructive,
+        FlagKind::Additive,
+        FlagKind::OpenWorld,
+        FlagKind::ClosedWorld,
     ];
 
+    /// The hint a flag of the core's table ([`hints::FLAGS`]) names and
+    /// the value it gives it; `None` for rmcp's syntax and
+    /// `idempotency_key`.
+    fn names(self) -> Option<(Hint, bool)> {
+        match self {
+            FlagKind::ReadOnly => Some((Hint::ReadOnly, true)),
+            FlagKind::Idempotent => Some((Hint::Idempotent, true)),
+            FlagKind::NonIdempotent => Some((Hint::Idempotent, false)),
+            FlagKind::Destructive => Some((Hint::Destructive, true)),
+            FlagKind::Additive => Some((Hint::Destructive, false)),
+            FlagKind::OpenWorld => Some((Hint::OpenWorld, true)),
+            FlagKind::ClosedWorld => Some((Hint::OpenWorld, false)),
+            FlagKind::Annotation(..) | FlagKind::IdempotencyKey => None,
+        }
+    }
+
     fn from_key(key: &str) -> Option<FlagKind> {
+        let &(_, hint, value) = hints::FLAGS.iter().find(|(name, _, _)| *name == key)?;
         Self::NAMED
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, kind)| *kind)
+            .into_iter()
+            .find(|kind| kind.names() == Some((hint, value)))
     }
 
     /// The user's syntax, quoted for messages.
     pub fn syntax(self) -> String {
         match self {
             FlagKind::Annotation(hint, value) => {
-                format!("`annotations({} = {value})`", hint.rmcp_key())
+                format!("`annotations({} = {value})`", hint.rmcp_field())
             }
             FlagKind::IdempotencyKey => "`idempotency_key`".to_owned(),
             named => {
-                let (name, _) = Self::NAMED
-                    .iter()
-                    .find(|(_, kind)| *kind == named)
+                let name = named
+                    .names()
+                    .and_then(|(hint, value)| hint.flag(value))
                     .expect("every named flag is in the table");
                 format!("`{name}`")
             }
@@ -114,7 +131,7 @@ const HINT_FLAGS: [&str; 7] = {
     let mut names = [""; 7];
     let mut index = 0;
     while index < names.len() {
-        names[index] = FlagKind::NAMED[index].0;
+        names[index] = hints::FLAGS[index].0;
         index += 1;
     }
     names
@@ -135,12 +152,12 @@ const TOOL_KEYS: [&str; 10] = [
 const ROUTER_KEYS: [&str; 4] = ["router", "vis", "server_handler", "allow_empty"];
 const ANNOTATION_KEYS: [&str; 5] = [
     "title",
-    "read_only_hint",
-    "destructive_hint",
-    "idempotent_hint",
-    "open_world_hint",
+    Hint::ReadOnly.rmcp_field(),
+    Hint::Destructive.rmcp_field(),
+    Hint::Idempotent.rmcp_field(),
+    Hint::OpenWorld.rmcp_field(),
 ];
-const LINT_NAME: &str = "undeclared_hints";
+const LINT_NAME: &str = mcp_hints_core::lint::NAME;
 
 /// Remembers which keys were given, to reject a key given twice.
 #[derive(Default)]
@@ -512,7 +529,7 @@ fn parse_annotations(
             store(title, first, str_value(&entry, &key, cx)?);
             return Ok(());
         }
-        if let Some(hint) = Hint::from_rmcp_key(&key) {
+        if let Some(hint) = Hint::from_rmcp_field(&key) {
             // read_only_hint | read_only_hint = <bool>
             if let Some(value) = switch_value(&entry, &key, cx)?
                 && first
@@ -556,7 +573,7 @@ fn unknown_key(
 ) -> syn::Result<()> {
     let span = meta.path.span_of_key();
     let candidates: Vec<&str> = known.iter().flat_map(|keys| keys.iter().copied()).collect();
-    let message = if let Some(hint) = Hint::from_rmcp_key(key) {
+    let message = if let Some(hint) = Hint::from_rmcp_field(key) {
         format!(
             "`{key}` belongs inside `annotations(...)`: write `annotations({key} = true)`, \
              or use the flags of `#[tool]` (`{}`)",
@@ -578,13 +595,14 @@ fn unknown_key(
     skip_value(meta)
 }
 
-fn hint_flags_for(hint: Hint) -> &'static str {
-    match hint {
-        Hint::ReadOnly => "read_only",
-        Hint::Destructive => "destructive` or `additive",
-        Hint::Idempotent => "idempotent` or `non_idempotent",
-        Hint::OpenWorld => "open_world` or `closed_world",
-    }
+/// The flags that declare `hint`, for a message that quotes them in one
+/// pair of backticks: `read_only`, `destructive` or `additive`.
+fn hint_flags_for(hint: Hint) -> String {
+    [true, false]
+        .into_iter()
+        .filter_map(|value| hint.flag(value))
+        .collect::<Vec<_>>()
+        .join("` or `")
 }
 
 /// Consumes `= <expr>` or `(...)` after a key we reject, so that parsing can

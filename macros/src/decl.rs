@@ -2,9 +2,11 @@
 //! flag table), the contradictions between flags, and how router-wide
 //! defaults fill what a tool leaves open.
 
+use mcp_hints_core::hints::Hint;
+use mcp_hints_core::lint::{Contradiction, Declarations, HintState};
+
 use crate::attr::{Flag, FlagKind};
 use crate::ctxt::Ctxt;
-use crate::hint::Hint;
 
 /// One hint's declaration: its value and the flag that declared it.
 #[derive(Clone, Copy, Debug)]
@@ -35,29 +37,13 @@ impl Decls {
         self.get(hint).is_some()
     }
 
-    /// The read/write side is settled by `read_only`, or by both an
-    /// idempotency and a destructiveness declaration on a write.
-    pub fn read_write_settled(&self) -> bool {
-        self.effective(Hint::ReadOnly) && self.is_declared(Hint::ReadOnly)
-            || self.is_declared(Hint::Destructive) && self.is_declared(Hint::Idempotent)
-    }
-
-    /// Hints left to their spec defaults that the lint reports, in wire order.
-    /// readOnlyHint is not reported when destructiveHint and idempotentHint
-    /// are both declared: they already say the tool writes.
-    pub fn undeclared(&self) -> Vec<Hint> {
-        let mut open = Vec::new();
-        if !self.read_write_settled() {
-            open.extend(
-                [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent]
-                    .into_iter()
-                    .filter(|hint| !self.is_declared(*hint)),
-            );
-        }
-        if !self.is_declared(Hint::OpenWorld) {
-            open.push(Hint::OpenWorld);
-        }
-        open
+    /// Each hint's value on the wire and whether it is declared, as the
+    /// core's `undeclared_hints` rule reads them.
+    pub fn states(&self) -> Declarations {
+        Declarations::from_fn(|hint| HintState {
+            value: self.effective(hint),
+            declared: self.is_declared(hint),
+        })
     }
 
     /// Fills what the tool leaves open with the router's defaults. A router's
@@ -192,24 +178,29 @@ fn contradiction(later: FlagKind, earlier: FlagKind, hint: Hint) -> String {
         }
     };
     let keyed = [later, earlier].contains(&FlagKind::IdempotencyKey);
-    let why = match pair(later, earlier) {
-        Some(FlagKind::IdempotencyKey) => {
+    let beside_read_only = pair(later, earlier);
+    // A hint that contradicts readOnlyHint true on the wire has the core's
+    // reason, the one `mcp-hints lint` gives.
+    let on_the_wire = beside_read_only.and_then(|kind| {
+        declarations(kind)
+            .iter()
+            .find_map(|&(hint, value, _)| Contradiction::of(hint, value))
+    });
+    let why = match (beside_read_only, on_the_wire) {
+        (_, Some(contradiction)) => contradiction.reason().to_owned(),
+        (Some(FlagKind::IdempotencyKey), None) => {
             "a read has no effect to repeat, so it needs no idempotency key".to_owned()
         }
-        Some(FlagKind::Destructive | FlagKind::Annotation(Hint::Destructive, true)) => {
-            "a read-only tool destroys nothing".to_owned()
-        }
-        Some(FlagKind::NonIdempotent | FlagKind::Annotation(Hint::Idempotent, false)) => {
-            "a read-only tool has no effect to repeat, so it is idempotent".to_owned()
-        }
-        Some(FlagKind::Idempotent) => "`idempotent` declares a write (readOnlyHint false); a \
+        (Some(FlagKind::Idempotent), None) => {
+            "`idempotent` declares a write (readOnlyHint false); a \
              read-only tool is idempotent already, so drop `idempotent`"
-            .to_owned(),
-        Some(FlagKind::Additive) => {
+                .to_owned()
+        }
+        (Some(FlagKind::Additive), None) => {
             "`additive` declares a write (readOnlyHint false) that only adds".to_owned()
         }
-        Some(_) => "`read_only` declares a tool that writes nothing".to_owned(),
-        None => match hint {
+        (Some(_), None) => "`read_only` declares a tool that writes nothing".to_owned(),
+        (None, None) => match hint {
             Hint::Idempotent if keyed => {
                 let other = if later == FlagKind::IdempotencyKey {
                     earlier
@@ -261,20 +252,18 @@ fn rmcp_fix(later: FlagKind, earlier: FlagKind) -> Option<String> {
     else {
         return None;
     };
-    let other = match (a, a_value, b, b_value) {
+    let contradiction = match (a, a_value, b, b_value) {
         (Hint::ReadOnly, true, other, value) | (other, value, Hint::ReadOnly, true) => {
-            (other, value)
+            Contradiction::of(other, value)?
         }
         _ => return None,
     };
-    let fixed = match other {
-        (Hint::Destructive, true) => "destructive_hint = false",
-        (Hint::Idempotent, false) => "idempotent_hint = true",
-        _ => return None,
-    };
     Some(format!(
-        "rmcp compiles this, and clients then see a contradiction: write `{fixed}` (or leave it \
-         out), or `read_only_hint = false` if the tool writes"
+        "rmcp compiles this, and clients then see a contradiction: write `{} = {}` (or leave it \
+         out), or `{} = false` if the tool writes",
+        contradiction.hint().rmcp_field(),
+        !contradiction.value(),
+        Hint::ReadOnly.rmcp_field()
     ))
 }
 

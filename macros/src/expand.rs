@@ -7,10 +7,10 @@ use syn::{Expr, Ident, ImplItemFn, ReturnType, Type};
 
 use crate::attr::LintLevel;
 use crate::decl::Decls;
-use crate::hint::Hint;
 use crate::keyed;
 use crate::lint;
 use crate::model::{self, ToolFn};
+use mcp_hints_core::hints::Hint;
 
 /// The argument that marks a method `#[tool_router]` already expanded.
 pub const EXPANDED: &str = "__expanded_by_tool_router";

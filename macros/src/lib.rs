@@ -8,7 +8,9 @@
 //! into spanned structs, `decl` and `name` check them, collecting every
 //! error in a `ctxt::Ctxt`, and `expand` generates code. When there are
 //! errors, `fallback` still emits the user's items, so one mistake gives
-//! one error.
+//! one error. The hint table, the lint's rule and words, the contradictions
+//! and the tool-name rule come from `mcp-hints-core`, which the runtime
+//! and the `mcp-hints` command use too.
 
 mod attr;
 mod ctxt;
@@ -16,7 +18,6 @@ mod decl;
 mod expand;
 mod fallback;
 mod handler;
-mod hint;
 mod keyed;
 mod lint;
 mod model;

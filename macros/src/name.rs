@@ -1,31 +1,26 @@
-//! The spec's tool-name rule (MCP 2025-11-25, "Tool names"): 1 to 128
-//! characters, each an ASCII letter, digit, `_`, `-` or `.`.
+//! The spec's tool-name rule (MCP 2025-11-25, "Tool names"; the core's
+//! `name` module), worded for a compile error that quotes the name as
+//! written.
 
-pub const MAX_LEN: usize = 128;
+use mcp_hints_core::name::{self, NameProblem};
 
 /// Why `name` breaks the rule, or `None` when it is valid.
 pub fn problem(name: &str) -> Option<String> {
-    if name.is_empty() {
-        return Some("a tool name cannot be empty".to_owned());
-    }
-    let len = name.chars().count();
-    if len > MAX_LEN {
-        return Some(format!(
-            "tool name `{name}` is {len} characters long; the spec allows at most {MAX_LEN}"
-        ));
-    }
-    let invalid: Vec<String> = name
-        .chars()
-        .filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-        .map(|c| format!("{c:?}"))
-        .collect();
-    if !invalid.is_empty() {
-        return Some(format!(
-            "tool name `{name}` has characters the spec rejects ({}): use only A-Z a-z 0-9 _ - .",
-            invalid.join(", ")
-        ));
-    }
-    None
+    Some(match name::problem(name)? {
+        NameProblem::Empty => "a tool name cannot be empty".to_owned(),
+        NameProblem::TooLong { length } => format!(
+            "tool name `{name}` is {length} characters long; the spec allows at most {}",
+            name::MAX_LEN
+        ),
+        NameProblem::Disallowed(chars) => {
+            let chars: Vec<String> = chars.iter().map(|c| format!("{c:?}")).collect();
+            format!(
+                "tool name `{name}` has characters the spec rejects ({}): use only {}",
+                chars.join(", "),
+                name::ALPHABET
+            )
+        }
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 pub use rmcp;
 
+use mcp_hints_core::escape;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::{CallToolHandler, ToolCallContext};
 use rmcp::model::{
@@ -235,7 +236,7 @@ fn misbuilt_key(tool: &Tool, field: &str) -> Option<String> {
         .map(|properties| {
             properties
                 .keys()
-                .map(|name| format!("`{}`", name.escape_debug()))
+                .map(|name| format!("`{}`", escape::shown(name)))
                 .collect()
         })
         .unwrap_or_default();
@@ -249,7 +250,7 @@ fn misbuilt_key(tool: &Tool, field: &str) -> Option<String> {
          (its properties: {properties}); add `{field}: String` to the tool's argument struct \
          (named so on the wire: mind serde renames), documented so that clients send the same \
          value on a resend",
-        tool.name.escape_debug()
+        escape::shown(&tool.name)
     ))
 }
 
@@ -287,7 +288,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
         .ok_or_else(|| {
             format!(
                 "its input schema has no property `{}`",
-                field.escape_debug()
+                escape::shown(field)
             )
         })?;
     let is_string = match property.get("type") {
@@ -297,7 +298,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
     if !is_string {
         return Err(format!(
             "the property `{}` of its input schema is not of type \"string\"",
-            field.escape_debug()
+            escape::shown(field)
         ));
     }
     let required = schema
@@ -307,7 +308,7 @@ fn key_in_schema(tool: &Tool, field: &str) -> Result<(), String> {
     if !required {
         return Err(format!(
             "the property `{}` of its input schema is not required (an `Option`?)",
-            field.escape_debug()
+            escape::shown(field)
         ));
     }
     Ok(())

@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use mcp_hints_core::escape;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, JsonObject,
     ListToolsRequest, PaginatedRequestParams, ServerResult,
@@ -228,7 +229,7 @@ impl fmt::Display for DeliveryUnknown {
         write!(
             f,
             "delivery of `{}` is unknown after {} attempt{}{asks} ({}): {}; {}",
-            self.tool.escape_debug(),
+            escape::shown(&self.tool),
             self.attempts,
             if self.attempts == 1 { "" } else { "s" },
             self.last_error,
@@ -288,7 +289,7 @@ pub enum CallError {
     /// asked for as long as it waits, that another call with the key still
     /// runs). `attempts` counts requests that could have run the tool, so
     /// it is 0 when every answer was "in progress".
-    #[error("the server refused `{}`: {} ({})", .tool.escape_debug(), .error.message.escape_debug(), .error.code.0)]
+    #[error("the server refused `{}`: {} ({})", escape::shown(.tool), escape::shown(&.error.message), .error.code.0)]
     Rejected {
         /// The tool called.
         tool: String,
@@ -299,7 +300,7 @@ pub enum CallError {
     },
     /// No attempt left the client (the transport was closed, a restart
     /// failed), so the tool did not run.
-    #[error("`{}` was not sent after {attempts} attempt(s): {last_error}", .tool.escape_debug())]
+    #[error("`{}` was not sent after {attempts} attempt(s): {last_error}", escape::shown(.tool))]
     NotSent {
         /// The tool called.
         tool: String,
@@ -310,7 +311,7 @@ pub enum CallError {
     },
     /// The call's idempotency key could not be what the caller meant (see
     /// [`ToolCall::idempotency_key`]): not sent.
-    #[error("`{}` was not sent: {problem}", .tool.escape_debug())]
+    #[error("`{}` was not sent: {problem}", escape::shown(.tool))]
     InvalidKey {
         /// The tool called.
         tool: String,
@@ -320,7 +321,7 @@ pub enum CallError {
     /// The server answered with something other than a `tools/call`
     /// result (an MRTR `input_required` round or a task, which this client
     /// does not drive).
-    #[error("`{}` was answered with {what}, which this client does not handle", .tool.escape_debug())]
+    #[error("`{}` was answered with {what}, which this client does not handle", escape::shown(.tool))]
     Unsupported {
         /// The tool called.
         tool: String,
@@ -837,7 +838,7 @@ impl ReplaySafeClient {
                         let stop = format!(
                             "the resend was refused ({}: {})",
                             error.code.0,
-                            error.message.escape_debug()
+                            escape::shown(&error.message)
                         );
                         tries.refusal = Some(error);
                         return tries.give_up(stop);
@@ -966,7 +967,7 @@ impl ReplaySafeClient {
         let Some(now) = tools.get(name) else {
             return Some(format!(
                 "after the server restarted, `{}` is no longer in its tools/list",
-                name.escape_debug()
+                escape::shown(name)
             ));
         };
         match (&before.fingerprint, &now.fingerprint) {
@@ -979,7 +980,7 @@ impl ReplaySafeClient {
                 Some(format!(
                     "after the server restarted, `{}` is defined differently ({}), so the call is \
                      not resent",
-                    name.escape_debug(),
+                    escape::shown(name),
                     if parts.is_empty() {
                         "its name".to_owned()
                     } else {
@@ -1169,7 +1170,7 @@ fn keyed_arguments(
         Some(other) => {
             return Err(format!(
                 "its argument `{}` carries the idempotency key, and must be a string, not {}",
-                field.escape_debug(),
+                escape::shown(field),
                 crate::hints::json_type(other)
             ));
         }
@@ -1178,7 +1179,7 @@ fn keyed_arguments(
         (Some(key), Some(given)) if key != given => {
             return Err(format!(
                 "two idempotency keys: the argument `{}` and ToolCall::idempotency_key differ",
-                field.escape_debug()
+                escape::shown(field)
             ));
         }
         (Some(key), _) | (None, Some(key)) => key,

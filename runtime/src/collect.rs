@@ -57,6 +57,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 
+use mcp_hints_core::escape;
 use serde_json::{Map, Value};
 
 use crate::fingerprint::Fingerprint;
@@ -361,7 +362,7 @@ impl fmt::Display for CollectError {
             } => write!(
                 f,
                 "page {page} is a JSON-RPC error response: {code} {}",
-                Quoted(message)
+                escape::quoted(message)
             ),
             CollectError::ResultAndError { page } => write!(
                 f,
@@ -387,19 +388,19 @@ impl fmt::Display for CollectError {
                 f,
                 "page {page} returned the cursor {} that page {first_page} already \
                  returned: following it would loop, so the list is refused",
-                Quoted(cursor)
+                escape::quoted(cursor)
             ),
             CollectError::PageCap { max_pages, cursor } => write!(
                 f,
                 "the list needs more than {max_pages} pages (page {max_pages} returned the \
                  cursor {}); raise the page cap if the server really is this large",
-                Quoted(cursor)
+                escape::quoted(cursor)
             ),
             CollectError::NotComplete { page, result_type } => write!(
                 f,
                 "page {page} has resultType {}, not \"complete\": the server did not list \
                  its tools",
-                Quoted(result_type)
+                escape::quoted(result_type)
             ),
             CollectError::ResultTypeNotString { page, found } => write!(
                 f,
@@ -410,7 +411,7 @@ impl fmt::Display for CollectError {
                 f,
                 "the list is incomplete: page {pages}, the last one given, still has \
                  nextCursor {}, so more tools follow",
-                Quoted(cursor)
+                escape::quoted(cursor)
             ),
             CollectError::PageAfterEnd { page } => write!(
                 f,
@@ -430,12 +431,12 @@ impl fmt::Display for CollectError {
             CollectError::DuplicateKey { page, index, key } => write!(
                 f,
                 "page {page}, tool {index}: `{}` appears twice: which value holds is unknown",
-                Peer(key)
+                escape::shown(key)
             ),
             CollectError::DuplicatePageKey { page, key } => write!(
                 f,
                 "page {page}: `{}` appears twice: which value holds is unknown",
-                Peer(key)
+                escape::shown(key)
             ),
             CollectError::Unreadable {
                 page,
@@ -448,7 +449,7 @@ impl fmt::Display for CollectError {
                     None => write!(f, "page {page}")?,
                 }
                 match member {
-                    Some(member) => write!(f, ": `{}`", Peer(member))?,
+                    Some(member) => write!(f, ": `{}`", escape::shown(member))?,
                     None if index.is_some() => {}
                     None => f.write_str(": a member name")?,
                 }
@@ -467,7 +468,7 @@ impl fmt::Display for CollectError {
                 first_page,
                 page,
             } => {
-                let name = Peer(name);
+                let name = escape::shown(name);
                 if first_page == page {
                     write!(
                         f,
@@ -483,58 +484,13 @@ impl fmt::Display for CollectError {
                 }
             }
             CollectError::Hint { tool, page, error } => {
-                write!(f, "page {page}, tool `{}`: {error}", Peer(tool))
+                write!(f, "page {page}, tool `{}`: {error}", escape::shown(tool))
             }
         }
     }
 }
 
 impl std::error::Error for CollectError {}
-
-/// The most characters of one server-given string a message quotes.
-const MAX_QUOTED: usize = 200;
-
-/// A server-given string in a message: control, format (bidirectional
-/// overrides such as U+202E) and other invisible characters escaped as
-/// Rust writes them (`\n`, `\u{1b}`, `\u{202e}`), so that it can forge no
-/// line and reorder no text of the message, and cut after [`MAX_QUOTED`]
-/// characters with a note of its length.
-struct Peer<'a>(&'a str);
-
-impl fmt::Display for Peer<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use fmt::Write;
-        for (shown, c) in self.0.chars().enumerate() {
-            if shown == MAX_QUOTED {
-                return write!(f, "… ({} characters)", self.0.chars().count());
-            }
-            match c {
-                // Printable: only escape_debug's own quoting would escape them.
-                '"' | '\'' | '\\' => f.write_char(c)?,
-                _ => write!(f, "{}", c.escape_debug())?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A server-given string quoted as Rust's `{:?}` writes it (every character
-/// that is not printable escaped), cut after [`MAX_QUOTED`] characters.
-struct Quoted<'a>(&'a str);
-
-impl fmt::Display for Quoted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.char_indices().nth(MAX_QUOTED) {
-            None => write!(f, "{:?}", self.0),
-            Some((cut, _)) => write!(
-                f,
-                "{:?}… ({} characters)",
-                &self.0[..cut],
-                self.0.chars().count()
-            ),
-        }
-    }
-}
 
 /// Collects a `tools/list` page by page. Feed it each page as it arrives
 /// with [`push_page`](Self::push_page), request the next page with the

@@ -21,62 +21,17 @@ use serde_json::Value;
 /// `mcp-hints/`).
 pub const PROVENANCE_META_KEY: &str = "mcp-hints/provenance";
 
-/// One of the four boolean hints of `ToolAnnotations`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Hint {
-    /// `readOnlyHint`: the tool does not modify its environment.
-    ReadOnly,
-    /// `destructiveHint`: the tool may destroy or overwrite (false: it only
-    /// adds). Meaningful only when readOnlyHint is false.
-    Destructive,
-    /// `idempotentHint`: repeating the call with the same arguments has no
-    /// further effect. Meaningful only when readOnlyHint is false.
-    Idempotent,
-    /// `openWorldHint`: the tool interacts with an open world of external
-    /// entities.
-    OpenWorld,
-}
+/// One of the four boolean hints of `ToolAnnotations`: the core's hint
+/// table (wire name, rmcp field, `#[tool]` flags, spec default).
+pub use mcp_hints_core::hints::Hint;
 
-impl Hint {
-    /// All four hints, in the order of the spec's schema.
-    pub const ALL: [Hint; 4] = [
-        Hint::ReadOnly,
-        Hint::Destructive,
-        Hint::Idempotent,
-        Hint::OpenWorld,
-    ];
-
-    /// The field name in `ToolAnnotations` on the wire, e.g. `"readOnlyHint"`.
-    pub fn wire_name(self) -> &'static str {
-        match self {
-            Hint::ReadOnly => "readOnlyHint",
-            Hint::Destructive => "destructiveHint",
-            Hint::Idempotent => "idempotentHint",
-            Hint::OpenWorld => "openWorldHint",
-        }
-    }
-
-    /// The value a client must assume when the hint is absent: false for
-    /// readOnlyHint and idempotentHint, true for destructiveHint and
-    /// openWorldHint. An unannotated tool is a destructive, non-idempotent
-    /// write to an open world.
-    pub fn spec_default(self) -> bool {
-        matches!(self, Hint::Destructive | Hint::OpenWorld)
-    }
-
-    fn field(self, annotations: &ToolAnnotations) -> Option<bool> {
-        match self {
-            Hint::ReadOnly => annotations.read_only_hint,
-            Hint::Destructive => annotations.destructive_hint,
-            Hint::Idempotent => annotations.idempotent_hint,
-            Hint::OpenWorld => annotations.open_world_hint,
-        }
-    }
-}
-
-impl fmt::Display for Hint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.wire_name())
+/// `hint`'s field of rmcp's `ToolAnnotations`.
+fn field(hint: Hint, annotations: &ToolAnnotations) -> Option<bool> {
+    match hint {
+        Hint::ReadOnly => annotations.read_only_hint,
+        Hint::Destructive => annotations.destructive_hint,
+        Hint::Idempotent => annotations.idempotent_hint,
+        Hint::OpenWorld => annotations.open_world_hint,
     }
 }
 
@@ -121,13 +76,6 @@ impl serde::Serialize for Provenance {
     }
 }
 
-/// A hint serialises as its field name on the wire (`"readOnlyHint"`).
-impl serde::Serialize for Hint {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.wire_name())
-    }
-}
-
 /// A hint's effective value and its provenance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintValue {
@@ -162,7 +110,7 @@ impl ToolHints {
             |hint| {
                 tool.annotations
                     .as_ref()
-                    .and_then(|annotations| hint.field(annotations))
+                    .and_then(|annotations| field(hint, annotations))
             },
             recorded,
         )

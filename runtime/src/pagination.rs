@@ -25,9 +25,9 @@
 //! # Errors
 //!
 //! A cursor that is not honoured gets the JSON-RPC error -32602 (Invalid
-//! params), as the spec recommends. Its message quotes the cursor (escaped,
-//! and cut after 100 characters) and says what to do: list again without a
-//! cursor. Its `data` is `{"cursor": <the cursor, whole>, "reason": ...}`:
+//! params), as the spec recommends. Its message quotes the cursor (escaped
+//! and cut as all peer text is, by `mcp_hints_core::escape::quoted`) and
+//! says what to do: list again without a cursor. Its `data` is `{"cursor": <the cursor, whole>, "reason": ...}`:
 //!
 //! | `reason` | when |
 //! |---|---|
@@ -46,6 +46,7 @@
 use std::fmt::Write as _;
 use std::num::NonZeroUsize;
 
+use mcp_hints_core::escape;
 use rmcp::ErrorData;
 use rmcp::model::{ListToolsResult, ResultType, Tool};
 use serde_json::json;
@@ -254,19 +255,9 @@ fn refuse(cursor: &str, refusal: Refusal, detail: &str) -> ErrorData {
     };
     let message = format!(
         "invalid tools/list cursor {}: {detail}; list again without a cursor",
-        quoted(cursor)
+        escape::quoted(cursor)
     );
     ErrorData::invalid_params(message, Some(json!({ "cursor": cursor, "reason": reason })))
-}
-
-/// `cursor` as a Rust string literal (control characters and quotes
-/// escaped), its first 100 characters only when longer, marked with `...`.
-fn quoted(cursor: &str) -> String {
-    const SHOWN: usize = 100;
-    match cursor.char_indices().nth(SHOWN) {
-        Some((cut, _)) => format!("{:?}...", &cursor[..cut]),
-        None => format!("{cursor:?}"),
-    }
 }
 
 #[cfg(test)]
@@ -508,7 +499,7 @@ mod tests {
     fn a_long_cursor_is_cut_in_the_message_and_whole_in_data() {
         let cursor = "é".repeat(300);
         let (message, _) = refused(&FIVE, &cursor);
-        let shown = format!("{:?}...", "é".repeat(100));
+        let shown = format!("\"{}\"… (300 characters)", "é".repeat(199));
         assert!(
             message.starts_with(&format!("invalid tools/list cursor {shown}: ")),
             "{message}"

@@ -24,6 +24,8 @@
 
 use std::fmt;
 
+use mcp_hints_core::escape;
+
 use crate::hints::{Hint, HintValue, Provenance, ToolHints};
 
 /// Whether the client's operator vetted the server. Annotations from an
@@ -153,7 +155,7 @@ pub fn decide_keyed(trust: Trust, hints: &ToolHints, key_field: &str) -> Verdict
         reason: format!(
             "the tool is keyed by its argument `{}`: a resend with the same key is recognised by \
              the server and not run again; resend the same arguments, key included",
-            key_field.escape_debug()
+            escape::shown(key_field)
         ),
     }
 }
@@ -169,7 +171,7 @@ pub fn unknown_tool(name: &str) -> Verdict {
         // The name may come from a peer: escaped, it cannot forge a line.
         reason: format!(
             "`{}` is not in the server's tools/list: unknown tool",
-            name.escape_debug()
+            escape::shown(name)
         ),
     }
 }

@@ -48,6 +48,7 @@ mod snapshot;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
+use mcp_hints_core::escape;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -930,7 +931,7 @@ impl<'a, 'o> Verification<'a, 'o> {
         let failure = match answer {
             Answer::Result { .. } => "a result with isError".to_owned(),
             Answer::Error { code, message } => {
-                format!("JSON-RPC error {code} {message:?}")
+                format!("JSON-RPC error {code} {}", escape::quoted(message))
             }
         };
         self.standing_mut(tool, hint).last_failure = Some(failure);

@@ -393,13 +393,21 @@ pub struct Predicate {
 }
 
 impl Predicate {
-    /// The predicate names, in the order of the spec's schema.
+    /// The predicate names, in the order of the spec's schema: each
+    /// hint's `#[tool]` flag for true (`read_only`, `destructive`, ...).
     pub const NAMES: [(&'static str, Hint); 4] = [
-        ("read_only", Hint::ReadOnly),
-        ("destructive", Hint::Destructive),
-        ("idempotent", Hint::Idempotent),
-        ("open_world", Hint::OpenWorld),
+        Predicate::named(Hint::ReadOnly),
+        Predicate::named(Hint::Destructive),
+        Predicate::named(Hint::Idempotent),
+        Predicate::named(Hint::OpenWorld),
     ];
+
+    const fn named(hint: Hint) -> (&'static str, Hint) {
+        match hint.flag(true) {
+            Some(flag) => (flag, hint),
+            None => panic!("every hint has a flag for true"),
+        }
+    }
 
     /// The name of `hint` as a predicate (`read_only`).
     pub fn name_of(hint: Hint) -> &'static str {

@@ -62,6 +62,7 @@ use mcp_hints::fingerprint::PinnedTool;
 use mcp_hints::pagination::{PageSize, list_tools_page};
 use mcp_hints::wire::HttpGuard;
 use mcp_hints::{Hint, PROVENANCE_META_KEY, ToolHints};
+use mcp_hints_core::{escape, name};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     Implementation, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
@@ -82,7 +83,6 @@ use super::log::{self, AuditLog, Durability, Entry};
 use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
 use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
 use super::{check_names, defaults, namespaced, split};
-use crate::lint::name_problem;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -115,7 +115,7 @@ struct Catalogue {
 
 impl Catalogue {
     /// Builds the catalogue from every upstream's last known tools; a tool
-    /// whose own name is not one the spec allows ([`name_problem`]) is left
+    /// whose own name is not one the spec allows ([`name::problem`]) is left
     /// out, in [`left_out`](Catalogue::left_out), and its upstream's other
     /// tools are served.
     ///
@@ -127,10 +127,11 @@ impl Catalogue {
         for upstream in upstreams {
             let unavailable = upstream.unavailable();
             for tool in upstream.tools().iter() {
-                if let Some(problem) = name_problem(&tool.name) {
-                    catalogue
-                        .left_out
-                        .insert((upstream.name.clone(), tool.name.to_string()), problem);
+                if let Some(problem) = name::problem(&tool.name) {
+                    catalogue.left_out.insert(
+                        (upstream.name.clone(), tool.name.to_string()),
+                        problem.to_string(),
+                    );
                     continue;
                 }
                 let name = namespaced(&upstream.name, &tool.name);
@@ -691,7 +692,7 @@ impl Front {
                 && let Some(reason) = upstream.unavailable()
                 // The name is the client's: only one the spec allows is
                 // logged; any other is an unknown tool below.
-                && name_problem(tool).is_none()
+                && name::problem(tool).is_none()
             {
                 // Its hints are unknown; the refusal is a decision all the
                 // same, and logged as one.
@@ -715,7 +716,7 @@ impl Front {
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool `{}`: the gateway serves `UPSTREAM__TOOL` names from tools/list",
-                    name.escape_debug()
+                    escape::shown(&name)
                 ),
                 Some(json!({ "tool": name })),
             ));
@@ -771,7 +772,7 @@ impl Front {
                     .finish(&record, "deny", rule_text.clone(), "refused", None)
                     .await;
                 return Ok(refusal(
-                    format!("`{}` {why}; it was not forwarded", name.escape_debug()),
+                    format!("`{}` {why}; it was not forwarded", escape::shown(&name)),
                     json!({ "decision": "deny", "rule": rule, "ruleText": rule_text }),
                 ));
             }
@@ -789,7 +790,7 @@ impl Front {
                     format!(
                         "`{}` refused by the gateway's {}: at most {limit} calls per {} s; \
                          retry after {retry} s; it was not forwarded",
-                        name.escape_debug(),
+                        escape::shown(&name),
                         rule_text.as_deref().unwrap_or("rate limit"),
                         window.as_secs()
                     ),
@@ -814,8 +815,8 @@ impl Front {
                 let id = parked.id.clone();
                 eprintln!(
                     "gateway: call {id} of `{}` by `{}` is parked for approval: {}",
-                    name.escape_debug(),
-                    principal.escape_debug(),
+                    escape::shown(&name),
+                    escape::shown(principal),
                     gateway.approve_command(&id)
                 );
                 let abandon = AbandonOnDrop::arm(&gateway.log, &record, rule_text.clone());
@@ -830,8 +831,10 @@ impl Front {
                 let (resolved, proceed) = (resolution.decision(), resolution.proceeds());
                 // How it ended, in the words of the refusal.
                 let how = match &resolution {
-                    Resolution::Approved { by } => format!("was approved by {}", by.escape_debug()),
-                    Resolution::Denied { by } => format!("was denied by {}", by.escape_debug()),
+                    Resolution::Approved { by } => {
+                        format!("was approved by {}", escape::shown(by))
+                    }
+                    Resolution::Denied { by } => format!("was denied by {}", escape::shown(by)),
                     Resolution::Expired { .. } => format!(
                         "was not approved within {} s, so it expired and was denied",
                         timeout.as_secs()
@@ -856,7 +859,7 @@ impl Front {
                     return Ok(refusal(
                         format!(
                             "`{}` {how} under the gateway's {}; it was not forwarded",
-                            name.escape_debug(),
+                            escape::shown(&name),
                             rule_text.as_deref().unwrap_or("approval rule")
                         ),
                         json!({ "decision": decision, "rule": rule, "ruleText": rule_text }),
@@ -873,7 +876,7 @@ impl Front {
                     return Ok(refusal(
                         format!(
                             "`{}` was withdrawn by its client; it was not forwarded",
-                            name.escape_debug()
+                            escape::shown(&name)
                         ),
                         json!({ "decision": "abandoned", "rule": rule, "ruleText": rule_text }),
                     ));
@@ -919,7 +922,7 @@ impl Front {
         eprintln!(
             "gateway: call {id} of drifted tool `{}` is parked: {what}; {} approves the new \
              definition",
-            name.escape_debug(),
+            escape::shown(name),
             self.gateway.approve_command(&id)
         );
         let abandon = AbandonOnDrop::arm(&self.gateway.log, record, None);
@@ -951,7 +954,7 @@ impl Front {
                         format!(
                             "`{}` was approved, but the lock could not be written ({}); it was \
                              not forwarded",
-                            name.escape_debug(),
+                            escape::shown(name),
                             crate::text::one_line(&error)
                         ),
                         json!({ "decision": "drift" }),
@@ -966,7 +969,7 @@ impl Front {
                 format!(
                     "`{}` was abandoned (its client withdrew it) while it waited for an \
                      approver: {what}; it was not forwarded",
-                    name.escape_debug()
+                    escape::shown(name)
                 ),
                 json!({ "decision": "abandoned", "drift": what }),
             ));
@@ -974,7 +977,7 @@ impl Front {
         Some(refusal(
             format!(
                 "`{}` cannot be called until an approver approves it ({decision}): {what}",
-                name.escape_debug()
+                escape::shown(name)
             ),
             json!({ "decision": "drift", "drift": what }),
         ))
@@ -1034,7 +1037,7 @@ impl Front {
                 let text = format!(
                     "{lost}. {}: read back before calling `{}` again",
                     may_have_run(attempts, lost.idempotency_key.is_some()),
-                    name.escape_debug()
+                    escape::shown(name)
                 );
                 let detail = json!({
                     "outcome": "delivery_unknown",
@@ -1130,7 +1133,7 @@ fn said_abandoned(id: &str, name: &str) {
     eprintln!(
         "gateway: call {id} of `{}` was abandoned by its client before it was decided; it was \
          not forwarded",
-        name.escape_debug()
+        escape::shown(name)
     );
 }
 
@@ -1243,7 +1246,7 @@ fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
     refusal(
         format!(
             "`{}` was not forwarded: upstream `{upstream}` is unavailable ({})",
-            name.escape_debug(),
+            escape::shown(name),
             crate::text::one_line(reason)
         ),
         json!({ "outcome": "unavailable", "upstream": upstream }),

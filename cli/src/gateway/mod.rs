@@ -55,6 +55,8 @@ pub mod upstream;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use mcp_hints_core::{escape, name};
+
 use crate::args::{GatewayArgs, GatewayCommand, ServeArgs};
 
 /// Every default of the serving half, in one place.
@@ -69,7 +71,7 @@ pub mod defaults {
     pub const DRIFT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
     /// The longest namespaced tool name: 128 characters (the spec's SHOULD
     /// for tool names).
-    pub const MAX_NAME_LEN: usize = 128;
+    pub const MAX_NAME_LEN: usize = mcp_hints_core::name::MAX_LEN;
     /// The most bytes of one upstream stderr line copied to the gateway's
     /// stderr; the rest of the line is cut.
     pub const STDERR_LINE_BYTES: usize = 8 * 1024;
@@ -104,7 +106,7 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 /// character replaced with `_`.
 pub fn normalised(name: &str) -> String {
     // The same reading as lint's colliding_tool_names rule.
-    crate::lint::client_safe(name)
+    name::client_safe(name)
 }
 
 /// Checks the namespaced names a gateway would serve: none over
@@ -124,7 +126,7 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
             problems.push(format!(
                 "tool `{}` is {length} characters long once namespaced, over the {} a client \
                  accepts; rename the upstream shorter",
-                name.escape_debug(),
+                escape::shown(name),
                 defaults::MAX_NAME_LEN
             ));
         }
@@ -133,8 +135,8 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
             Some(first) => problems.push(format!(
                 "tools `{}` and `{}` collide: both become `{}` once a client replaces the \
                  characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                first.escape_debug(),
-                name.escape_debug(),
+                escape::shown(first),
+                escape::shown(name),
                 key
             )),
             None => {

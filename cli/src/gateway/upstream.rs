@@ -53,6 +53,7 @@ use std::time::Duration;
 
 use mcp_hints::client::{ReplaySafeClient, defaults as client_defaults};
 use mcp_hints::policy::Trust;
+use mcp_hints_core::escape;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
 use rmcp::service::{NotificationContext, RxJsonRpcMessage, TxJsonRpcMessage};
@@ -591,34 +592,31 @@ fn not_found(error: SpawnError, program: &str, resolved_against: Option<&Path>) 
                 (Some(against), Some(parent)) => format!(
                     "no `{}` in {} (a relative `command` is resolved against the config file's \
                      directory, {})",
-                    program
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .escape_debug(),
-                    std::path::absolute(parent)
-                        .unwrap_or_else(|_| parent.to_owned())
-                        .display()
-                        .to_string()
-                        .escape_debug(),
-                    against.display().to_string().escape_debug()
+                    escape::shown(&program.file_name().unwrap_or_default().to_string_lossy()),
+                    escape::shown(
+                        &std::path::absolute(parent)
+                            .unwrap_or_else(|_| parent.to_owned())
+                            .display()
+                            .to_string()
+                    ),
+                    escape::shown(&against.display().to_string())
                 ),
                 _ if program.components().count() > 1 => {
                     format!(
                         "{} does not exist",
-                        program.display().to_string().escape_debug()
+                        escape::shown(&program.display().to_string())
                     )
                 }
                 _ => "not found on PATH".to_owned(),
             };
             format!(
                 "cannot start `{}`: {error}: {looked}",
-                program.display().to_string().escape_debug()
+                escape::shown(&program.display().to_string())
             )
             .into()
         }
         SpawnError::Start(error) => {
-            format!("cannot start `{}`: {error}", program.escape_debug()).into()
+            format!("cannot start `{}`: {error}", escape::shown(program)).into()
         }
         SpawnError::Other(error) => error,
     }
@@ -675,7 +673,7 @@ fn spawn(
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
         .ok_or_else(|| {
-            SpawnError::Other(format!("`{}` exited as it started", program.escape_debug()).into())
+            SpawnError::Other(format!("`{}` exited as it started", escape::shown(program)).into())
         })?;
     let group = Group::record(&mut groups, leader);
     drop(groups);
@@ -796,7 +794,9 @@ impl Transport<RoleClient> for GroupTransport {
 
 /// Copies `stderr` to the gateway's stderr a line at a time, as `NAME: LINE`,
 /// each line escaped (a server cannot forge the gateway's own lines or
-/// drive the terminal) and cut after [`defaults::STDERR_LINE_BYTES`].
+/// drive the terminal) and cut after [`defaults::STDERR_LINE_BYTES`], the
+/// cut marked with [`escape::MARKER`]. A server's log line is passed on as
+/// long as that bound allows, not cut as one value of a message is.
 async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
     let name = crate::text::one_line(&name).into_owned();
     let mut reader = BufReader::new(stderr);
@@ -822,7 +822,11 @@ async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
         eprintln!(
             "{name}: {}{}",
             crate::text::one_line(text),
-            if cut { " [cut]" } else { "" }
+            if cut {
+                escape::MARKER.to_string()
+            } else {
+                String::new()
+            }
         );
     }
 }

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+/// Peer text in double quotes for a message, escaped and cut (the core's
+/// `escape::quoted`).
+pub(crate) use mcp_hints_core::escape::quoted;
+
 /// Why a request to a live MCP server failed: a [`LiveErrorKind`], boxed so
 /// that `Result<_, LiveError>` stays one pointer wide.
 ///
@@ -526,30 +530,6 @@ impl std::fmt::Display for HttpNote {
     }
 }
 
-/// `text` in double quotes for a message: `"` and `\` escaped as Rust
-/// escapes them, every character [`crate::text::shown`] escapes escaped the
-/// same way, and cut after [`crate::text::MAX_SHOWN`] characters with a note
-/// of its length, as `shown` cuts.
-pub(crate) fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(4 * crate::text::MAX_SHOWN) + 2);
-    out.push('"');
-    let mut buffer = [0u8; 4];
-    for c in text.chars().take(crate::text::MAX_SHOWN) {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push_str(&crate::text::shown(c.encode_utf8(&mut buffer))),
-        }
-    }
-    out.push('"');
-    if text.chars().nth(crate::text::MAX_SHOWN).is_some() {
-        let _ = write!(out, "… ({} characters)", text.chars().count());
-    }
-    out
-}
-
 struct Data<'a>(&'a Option<Value>);
 
 impl std::fmt::Display for Data<'_> {
@@ -559,7 +539,7 @@ impl std::fmt::Display for Data<'_> {
             Some(data) => write!(
                 f,
                 " (data: {})",
-                crate::text::one_line(&super::jsonrpc::excerpt(&data.to_string()))
+                crate::text::one_line(&crate::text::cut(&data.to_string()))
             ),
         }
     }

@@ -1,22 +1,17 @@
 //! JSON-RPC 2.0 messages: building ours, sorting the server's.
 
 use mcp_hints::jsonrpc::{self, Carried, Member};
+use rmcp::model::ErrorCode;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-/// How many characters of a server's text an error quotes: with the `…`
-/// that marks a cut, no more than [`crate::text::shown`] shows, so that an
-/// excerpt is escaped there but not cut again.
-pub(crate) const EXCERPT_CHARS: usize = crate::text::MAX_SHOWN - 1;
-
-/// `text` cut to [`EXCERPT_CHARS`] characters, `…` marking a cut.
+/// `text` as much of it as an error quotes: cut as [`crate::text::shown`]
+/// cuts (the `…` that marks a cut included, no more than it shows), so
+/// that an excerpt is escaped there but not cut again.
 pub(crate) fn excerpt(text: &str) -> String {
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-    }
+    crate::text::cut(text).into_owned()
 }
 
 /// A request with integer `id`; `params` omitted when `None`.
@@ -117,7 +112,10 @@ fn answer(id: &Value, method: &str) -> Value {
         json!({
             "jsonrpc": "2.0",
             "id": id,
-            "error": { "code": -32601, "message": format!("Method not found: {method}") },
+            "error": {
+                "code": ErrorCode::METHOD_NOT_FOUND.0,
+                "message": format!("Method not found: {method}"),
+            },
         })
     }
 }
@@ -399,7 +397,6 @@ mod tests {
     fn excerpts_are_cut_on_char_boundaries() {
         let long = "é".repeat(300);
         let cut = excerpt(&long);
-        assert_eq!(cut.chars().count(), EXCERPT_CHARS + 1);
         assert_eq!(cut.chars().count(), crate::text::MAX_SHOWN);
         assert!(cut.ends_with('…'));
         assert_eq!(excerpt("short"), "short");

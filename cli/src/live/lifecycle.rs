@@ -32,6 +32,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use rmcp::model::ErrorCode;
 use serde_json::{Value, json};
 
 use super::error::{LiveError, LiveErrorKind, quoted};
@@ -44,11 +45,11 @@ use super::{Session, Transport};
 /// probe has the whole timeout, and silence is an error.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The MCP error codes of 2026-07-28 that a server answers only if it
-/// speaks 2026-07-28 or later.
-const HEADER_MISMATCH: i64 = -32020;
-const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
-const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// Whether a server's error `code` is the spec's `spec` (rmcp's
+/// `ErrorCode`; a server's code is read as any JSON-RPC integer).
+fn is(code: i64, spec: ErrorCode) -> bool {
+    code == i64::from(spec.0)
+}
 
 /// An MCP revision this client speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -271,8 +272,9 @@ impl Session {
         match probe_outcome(&error, stdio, probe_timeout) {
             Probe::Unsupported(supported) => {
                 let why = format!(
-                    "server/discover was refused with {UNSUPPORTED_PROTOCOL_VERSION} (unsupported \
-                     protocol version); the server lists {}",
+                    "server/discover was refused with {} (unsupported protocol version); the \
+                     server lists {}",
+                    ErrorCode::UNSUPPORTED_PROTOCOL_VERSION.0,
                     list(&supported)
                 );
                 self.fall_back(&supported, why, &error).await
@@ -585,14 +587,17 @@ fn client_info() -> Value {
 fn probe_outcome(error: &LiveError, stdio: bool, probe_timeout: Duration) -> Probe {
     let old = "the server predates 2026-07-28";
     match error.kind() {
-        LiveErrorKind::Rpc { code, .. } if *code == UNSUPPORTED_PROTOCOL_VERSION => {
+        LiveErrorKind::Rpc { code, .. } if is(*code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION) => {
             match unsupported(error) {
                 Ok(supported) => Probe::Unsupported(supported),
                 Err(reason) => Probe::Malformed(reason),
             }
         }
         LiveErrorKind::Rpc { code, .. }
-            if matches!(*code, HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+            // The codes of 2026-07-28 that a server answers only if it
+            // speaks 2026-07-28 or later.
+            if is(*code, ErrorCode::HEADER_MISMATCH)
+                || is(*code, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY) =>
         {
             Probe::Failed
         }
@@ -646,7 +651,7 @@ fn rpc_summary(kind: &LiveErrorKind) -> String {
 fn is_refusal(error: &LiveError) -> bool {
     match error.kind() {
         LiveErrorKind::Rpc { code, data, .. } => {
-            *code == UNSUPPORTED_PROTOCOL_VERSION
+            is(*code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION)
                 || data
                     .as_ref()
                     .and_then(|data| data.get("supported"))

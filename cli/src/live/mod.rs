@@ -152,11 +152,7 @@ impl fmt::Display for LiveTarget {
                     line.push(' ');
                     line.push_str(&quote_word(arg));
                 }
-                let line = match line.char_indices().nth(120) {
-                    Some((cut, _)) => format!("{}…", &line[..cut]),
-                    None => line,
-                };
-                write!(f, "MCP server `{line}`")
+                write!(f, "MCP server `{}`", crate::text::cut(&line))
             }
             LiveTarget::Url(url) => write!(f, "MCP server at {}", redacted(url)),
         }
@@ -188,15 +184,7 @@ fn quote_word(word: &OsString) -> String {
         word.into_owned()
     } else {
         // One line, whatever the argument holds (a `python3 -c` script).
-        let escaped: String = word
-            .replace('\'', r"'\''")
-            .chars()
-            .map(|c| match c.is_control() {
-                true => c.escape_default().to_string(),
-                false => c.to_string(),
-            })
-            .collect();
-        format!("'{escaped}'")
+        format!("'{}'", crate::text::one_line(&word.replace('\'', r"'\''")))
     }
 }
 

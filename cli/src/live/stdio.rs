@@ -20,8 +20,6 @@ use super::jsonrpc::{self, Accept, Response, Step};
 
 /// How many of the server's last stderr lines are kept.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
-/// A longer stderr line is cut (characters).
-const STDERR_LINE_CHARS: usize = 500;
 /// How much of one stderr line is read; the rest of it is skipped.
 const STDERR_LINE_BYTES: usize = 64 * 1024;
 /// After stdout closes: how long to wait for the exit status and the rest of
@@ -363,10 +361,9 @@ async fn read_stderr(stderr: ChildStderr, tail: Tail) {
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
-        let text = match text.char_indices().nth(STDERR_LINE_CHARS) {
-            Some((cut, _)) => format!("{}…", &text[..cut]),
-            None => text.to_owned(),
-        };
+        // Kept cut as one value is (an error shows it escaped, not cut
+        // again).
+        let text = crate::text::cut(text).into_owned();
         if let Ok(mut tail) = tail.lock() {
             if tail.len() == STDERR_TAIL_LINES {
                 tail.pop_front();

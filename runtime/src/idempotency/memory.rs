@@ -91,7 +91,7 @@ impl State {
             }
             let (_, oldest) = self.completed.pop_first().expect("just read");
             if !expired {
-                tracing::warn!(record = ?oldest.as_str(), "idempotency record evicted within its retention: the store is full, and a resend of this key will run again");
+                tracing::warn!(record = %oldest, "idempotency record evicted within its retention: the store is full, and a resend of this key will run again");
             }
             self.records.remove(&oldest);
         }

@@ -95,6 +95,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_hints_core::escape;
 use rmcp::model::{CallToolResponse, CallToolResult, ErrorCode, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -155,15 +156,7 @@ pub mod defaults {
 /// params). Each error's `data` carries `"tool"`, `"idempotencyKey"` and
 /// `"reason"` (`"conflict"`, `"in_progress"` or `"store"`).
 pub mod codes {
-    /// The key was first used with other arguments: a key names one
-    /// operation. Resending will not help; use a new key.
-    pub const KEY_CONFLICT: i32 = -32070;
-    /// A call with this key is still running. Retry later with the same
-    /// key and arguments; `data.retryAfterMs` suggests when.
-    pub const KEY_IN_PROGRESS: i32 = -32071;
-    /// The store could not say whether the key was used (it failed, or is
-    /// full of calls in progress), so the call was not run. Retry later.
-    pub const STORE_FAILED: i32 = -32072;
+    pub use mcp_hints_core::jsonrpc::{KEY_CONFLICT, KEY_IN_PROGRESS, STORE_FAILED};
 }
 
 /// What a keyed call does when the same key is still running.
@@ -520,12 +513,12 @@ impl Idempotency {
                 .map_err(|error| store_failed(call, &error))?;
             let record = match reservation {
                 Reservation::Reserved => {
-                    tracing::debug!(tool = %call.tool, key = ?call.key, "idempotency key reserved: the call runs");
+                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency key reserved: the call runs");
                     break;
                 }
                 Reservation::TookOver { previous } => {
                     tracing::info!(
-                        tool = %call.tool, key = ?call.key, created_ms = previous.created_ms,
+                        tool = %call.tool, key = %escape::quoted(&call.key), created_ms = previous.created_ms,
                         "idempotency key taken over: the call that held it stopped renewing its lease (its process died), so this call runs"
                     );
                     break;
@@ -533,15 +526,16 @@ impl Idempotency {
                 Reservation::Held(record) => record,
             };
             if record.arguments != call.arguments {
-                tracing::info!(tool = %call.tool, key = ?call.key, "keyed call refused: the key was first used with other arguments");
+                tracing::info!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call refused: the key was first used with other arguments");
                 return Err(refusal(
                     call,
                     codes::KEY_CONFLICT,
                     "conflict",
                     format!(
-                        "the idempotency key {:?} of `{}` was first used with other arguments: a \
+                        "the idempotency key {} of `{}` was first used with other arguments: a \
                          key names one operation, so use a new key for new arguments",
-                        call.key, call.tool
+                        escape::quoted(&call.key),
+                        escape::shown(&call.tool)
                     ),
                     None,
                 ));
@@ -551,7 +545,7 @@ impl Idempotency {
                     result,
                     completed_ms,
                 } => {
-                    tracing::debug!(tool = %call.tool, key = ?call.key, "keyed call replayed: the recorded result is returned and the handler does not run");
+                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call replayed: the recorded result is returned and the handler does not run");
                     return replay(call, result, completed_ms);
                 }
                 RecordState::InProgress { lease_until_ms, .. } => {
@@ -561,16 +555,17 @@ impl Idempotency {
                         InProgress::Refuse => false,
                     };
                     if !wait_more {
-                        tracing::info!(tool = %call.tool, key = ?call.key, "keyed call refused: a call with the same key is still running");
+                        tracing::info!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call refused: a call with the same key is still running");
                         let retry_after = lease_until_ms.saturating_sub(now_ms).clamp(1, 1_000);
                         return Err(refusal(
                             call,
                             codes::KEY_IN_PROGRESS,
                             "in_progress",
                             format!(
-                                "a call of `{}` with the idempotency key {:?} is still running; \
+                                "a call of `{}` with the idempotency key {} is still running; \
                                  retry later with the same key and arguments",
-                                call.tool, call.key
+                                escape::shown(&call.tool),
+                                escape::quoted(&call.key)
                             ),
                             Some(retry_after),
                         ));
@@ -611,12 +606,12 @@ impl Idempotency {
                 Ok(CallToolResponse::Complete(result))
             }
             Ok(unfinished) => {
-                tracing::debug!(tool = %call.tool, key = ?call.key, "idempotency key released: the call asked for input or became a task, so it has not finished");
+                tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency key released: the call asked for input or became a task, so it has not finished");
                 lease.release().await;
                 Ok(unfinished)
             }
             Err(error) => {
-                tracing::debug!(tool = %call.tool, key = ?call.key, code = error.code.0, "idempotency key released: the handler answered with a JSON-RPC error, so nothing was done");
+                tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), code = error.code.0, "idempotency key released: the handler answered with a JSON-RPC error, so nothing was done");
                 lease.release().await;
                 Err(error)
             }
@@ -650,8 +645,8 @@ impl Idempotency {
                     let until = after(now_ms, inner.lease);
                     match inner.store.renew(lease.record, &lease.token, now_ms, until).await {
                         Ok(true) => {}
-                        Ok(false) => tracing::warn!(tool = %call.tool, key = ?call.key, "idempotency lease lost: another call took the key over while this one still runs"),
-                        Err(error) => tracing::warn!(tool = %call.tool, key = ?call.key, %error, "idempotency lease not renewed: the store failed"),
+                        Ok(false) => tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency lease lost: another call took the key over while this one still runs"),
+                        Err(error) => tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "idempotency lease not renewed: the store failed"),
                     }
                 }
             }
@@ -667,7 +662,7 @@ impl Idempotency {
         let recorded = match RecordedResult::of(result) {
             Ok(recorded) => Some(recorded),
             Err(error) => {
-                tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call's result cannot be recorded: it is not JSON");
+                tracing::error!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call's result cannot be recorded: it is not JSON");
                 None
             }
         };
@@ -686,18 +681,18 @@ impl Idempotency {
                 .await
             {
                 Ok(true) => {
-                    tracing::debug!(tool = %call.tool, key = ?call.key, "keyed call completed and recorded");
+                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call completed and recorded");
                     break;
                 }
                 Ok(false) => {
-                    tracing::warn!(tool = %call.tool, key = ?call.key, "keyed call completed but not recorded: its lease was taken over meanwhile");
+                    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call completed but not recorded: its lease was taken over meanwhile");
                     break;
                 }
                 Err(error) if attempt == defaults::COMPLETE_ATTEMPTS => {
-                    tracing::error!(tool = %call.tool, key = ?call.key, %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
+                    tracing::error!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
                 }
                 Err(error) => {
-                    tracing::warn!(tool = %call.tool, key = ?call.key, %error, attempt, "recording a keyed call's result failed; trying again");
+                    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, attempt, "recording a keyed call's result failed; trying again");
                     tokio::time::sleep(defaults::WAIT_POLL_MIN * attempt).await;
                 }
             }
@@ -760,7 +755,7 @@ fn rounded_refused(
              more in magnitude and not a 64-bit integer: it is read as a double, which cannot \
              say which integer was sent, so a resend with other digits would get this call's \
              result; send such a number as a string",
-            name.escape_debug()
+            escape::shown(name)
         ),
         Some(json!({ "tool": tool, "idempotencyKeyField": key_field, "argument": name })),
     )
@@ -805,7 +800,7 @@ fn refusal(
 }
 
 fn store_failed(call: &KeyedCall, error: &StoreError) -> ErrorData {
-    tracing::warn!(tool = %call.tool, key = ?call.key, %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
+    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
     refusal(
         call,
         codes::STORE_FAILED,

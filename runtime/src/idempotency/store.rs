@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_hints_core::escape;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -68,20 +69,13 @@ fn json_string(out: &mut Vec<u8>, value: &str) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
-/// The key for people: its JSON text with every control, format and
-/// other invisible character escaped (`\u{202e}`), since it holds what
-/// callers sent and ends up in logs and messages.
+/// The key for people: its JSON text with every character
+/// [`escape::escaped`] escaped (`\u{202e}`), since it holds what callers
+/// sent and ends up in logs and messages. Not cut: a key is at most 255
+/// characters, and its parts are what tell two records apart.
 impl fmt::Display for RecordKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use fmt::Write;
-        for ch in self.0.chars() {
-            match ch {
-                // Printable already: the JSON's own quotes stay readable.
-                '"' | '\'' | '\\' => f.write_char(ch)?,
-                _ => write!(f, "{}", ch.escape_debug())?,
-            }
-        }
-        Ok(())
+        f.write_str(&escape::one_line(&self.0))
     }
 }
 

@@ -12,6 +12,7 @@
 //! larger than the bounds of a draw: [`MAX_STRING_CHARS`] per string,
 //! [`MAX_ITEMS`] per array, [`MAX_ARGUMENT_BYTES`] per argument set.
 
+use mcp_hints_core::escape;
 use serde_json::{Map, Number, Value};
 
 /// Depth past which optional members and extra items are left out, so a
@@ -247,7 +248,7 @@ impl<'a> Generator<'a> {
             }
             "array" => self.array(schema, &at, depth),
             "object" => self.object(schema, &at, depth),
-            other => Err(fail(format!("unknown type {other:?}"))),
+            other => Err(fail(format!("unknown type {}", escape::quoted(other)))),
         }
     }
 
@@ -304,12 +305,13 @@ impl<'a> Generator<'a> {
         };
         let Some(pointer) = reference.strip_prefix('#') else {
             return Err(format!(
-                "`$ref` {reference:?} points outside the schema (only local `#/...` references are followed)"
+                "`$ref` {} points outside the schema (only local `#/...` references are followed)",
+                escape::quoted(reference)
             ));
         };
         self.root
             .pointer(pointer)
-            .ok_or_else(|| format!("`$ref` {reference:?} points at nothing"))
+            .ok_or_else(|| format!("`$ref` {} points at nothing", escape::quoted(reference)))
     }
 
     /// The `type` to draw: the one given, one of a list, or what the other
@@ -321,7 +323,7 @@ impl<'a> Generator<'a> {
         let known = |name: &str| KINDS.into_iter().find(|kind| *kind == name);
         match schema.get("type") {
             Some(Value::String(name)) => {
-                known(name).ok_or_else(|| format!("unknown type {name:?}"))
+                known(name).ok_or_else(|| format!("unknown type {}", escape::quoted(name)))
             }
             Some(Value::Array(names)) => {
                 let names: Vec<&'static str> = names

@@ -24,9 +24,10 @@
 //! Then the caller turns the value into rmcp's message type and calls
 //! [`settle`], which refuses what rmcp would misread.
 
+use mcp_hints_core::escape;
 use rmcp::model::{
     CallToolRequestMethod, CancelTaskMethod, ClientJsonRpcMessage, ClientRequest,
-    CompleteRequestMethod, ConstString, DiscoverRequestMethod, GetPromptRequestMethod,
+    CompleteRequestMethod, ConstString, DiscoverRequestMethod, ErrorCode, GetPromptRequestMethod,
     GetSkillRequestMethod, GetTaskMethod, InitializeResultMethod, ListPromptsRequestMethod,
     ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListSkillsRequestMethod,
     ListToolsRequestMethod, PingRequestMethod, ReadResourceDirectoryRequestMethod,
@@ -40,16 +41,6 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::hints::json_type;
-
-/// JSON-RPC 2.0 §5.1: "Invalid JSON was received by the server."
-pub(crate) const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC 2.0 §5.1: "The JSON sent is not a valid Request object."
-pub(crate) const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC 2.0 §5.1: "Invalid method parameter(s)."
-pub(crate) const INVALID_PARAMS: i64 = -32602;
-
-/// Peer text quoted in a message is cut to this many characters.
-const SHOWN_CHARS: usize = 64;
 
 /// The requests rmcp's `ClientRequest` models, by method. A request for one
 /// of these whose `params` do not fit becomes rmcp's `CustomRequest`, which
@@ -112,7 +103,9 @@ pub(crate) struct Refusal {
     /// read, and then the response has no `id` member (MCP 2025-11-25 and
     /// 2026-07-28: "except in error cases where the ID could not be read").
     pub(crate) id: Option<RawId>,
-    pub(crate) code: i64,
+    /// JSON-RPC 2.0 §5.1: -32700 (Parse error), -32600 (Invalid Request)
+    /// or -32602 (Invalid params).
+    pub(crate) code: ErrorCode,
     pub(crate) message: String,
 }
 
@@ -120,7 +113,7 @@ impl Refusal {
     pub(crate) fn parse_error(detail: impl std::fmt::Display) -> Self {
         Self {
             id: None,
-            code: PARSE_ERROR,
+            code: ErrorCode::PARSE_ERROR,
             message: format!("Parse error: {detail}"),
         }
     }
@@ -128,7 +121,7 @@ impl Refusal {
     pub(crate) fn invalid_request(id: Option<RawId>, detail: impl std::fmt::Display) -> Self {
         Self {
             id,
-            code: INVALID_REQUEST,
+            code: ErrorCode::INVALID_REQUEST,
             message: format!("Invalid Request: {detail}"),
         }
     }
@@ -136,7 +129,7 @@ impl Refusal {
     pub(crate) fn invalid_params(id: Option<RawId>, detail: impl std::fmt::Display) -> Self {
         Self {
             id,
-            code: INVALID_PARAMS,
+            code: ErrorCode::INVALID_PARAMS,
             message: format!("Invalid params: {detail}"),
         }
     }
@@ -146,7 +139,7 @@ impl Refusal {
     pub(crate) fn to_json(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Body<'a> {
-            code: i64,
+            code: i32,
             message: &'a str,
         }
         #[derive(Serialize)]
@@ -160,7 +153,7 @@ impl Refusal {
             jsonrpc: "2.0",
             id: self.id.as_ref().map(|id| &*id.0),
             error: Body {
-                code: self.code,
+                code: self.code.0,
                 message: &self.message,
             },
         })
@@ -399,7 +392,7 @@ fn classify(envelope: Envelope) -> Verdict {
         // RFC 8259 §4: names "SHOULD be unique", or what a receiver reads
         // is unpredictable (serde_json keeps the last, rmcp's typed parse
         // refuses): refused, on every transport alike.
-        let detail = format!("member {} appears more than once", shown(name));
+        let detail = format!("member {} appears more than once", escape::quoted(name));
         return match (method, id) {
             (true, false) => Verdict::Drop(format!("notification: {detail}")),
             (false, _) if answers => Verdict::Drop(format!("response: {detail}")),
@@ -516,7 +509,7 @@ fn request(envelope: Envelope) -> Verdict {
                 Some(raw_id),
                 format!(
                     "`params` of {} must be an object, not an array",
-                    shown(&method)
+                    escape::quoted(&method)
                 ),
             ));
         }
@@ -635,42 +628,24 @@ pub(crate) fn settle(
     {
         return Err(Verdict::Refuse(Refusal::invalid_params(
             Some(raw_id.clone()),
-            format!("`params` do not fit {}", shown(method)),
+            format!("`params` do not fit {}", escape::quoted(method)),
         )));
     }
     Ok(message)
 }
 
-/// Peer text for a message: quoted, escaped, and cut to [`SHOWN_CHARS`].
-pub(crate) fn shown(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((end, _)) => format!("{:?}…", &text[..end]),
-        None => format!("{text:?}"),
-    }
-}
-
-/// A JSON value for a message: strings as [`shown`], the rest as JSON cut
-/// to [`SHOWN_CHARS`].
+/// A JSON value for a message: a string [`escape::quoted`], anything
+/// else as its JSON [`escape::shown`].
 fn shown_value(value: &Value) -> String {
     match value {
-        Value::String(text) => shown(text),
-        other => {
-            let text = other.to_string();
-            match text.char_indices().nth(SHOWN_CHARS) {
-                Some((end, _)) => format!("{}…", &text[..end]),
-                None => text,
-            }
-        }
+        Value::String(text) => escape::quoted(text),
+        other => escape::shown(&other.to_string()).into_owned(),
     }
 }
 
-/// An id for a message: its text as sent, cut to [`SHOWN_CHARS`].
+/// An id for a message: its text as sent, [`escape::shown`].
 pub(crate) fn shown_raw(id: &RawId) -> String {
-    let text = id.text();
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
+    escape::shown(id.text()).into_owned()
 }
 
 #[cfg(test)]
@@ -729,14 +704,14 @@ mod tests {
             refusal(lone),
             Refusal {
                 id: None,
-                code: PARSE_ERROR,
+                code: ErrorCode::PARSE_ERROR,
                 message: "Parse error: lone surrogate \\ud800 at byte 56: a string escape \
                           must be valid Unicode"
                     .to_owned(),
             }
         );
         let trailing = r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"t":"a\udc00"}}"#;
-        assert_eq!(refusal(trailing).code, PARSE_ERROR);
+        assert_eq!(refusal(trailing).code, ErrorCode::PARSE_ERROR);
         let pair = r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"t":"\ud83d\ude00\\u"}}"#;
         assert!(matches!(check(pair.as_bytes(), 128), Verdict::Pass { .. }));
     }
@@ -915,7 +890,7 @@ mod tests {
                 Verdict::Refuse(refusal) => refusal.code,
                 other => panic!("{other:?}"),
             },
-            PARSE_ERROR
+            ErrorCode::PARSE_ERROR
         );
     }
 
@@ -949,7 +924,7 @@ mod tests {
             );
         }
         let absent = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call"}"#;
-        assert_eq!(refusal(absent).code, INVALID_PARAMS);
+        assert_eq!(refusal(absent).code, ErrorCode::INVALID_PARAMS);
         let fine = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":null}}"#;
         assert!(matches!(check(fine.as_bytes(), 128), Verdict::Pass { .. }));
     }
@@ -1002,11 +977,5 @@ mod tests {
         };
         assert!(!matches!(request.request, ClientRequest::CustomRequest(_)));
         assert_eq!(TYPED_METHODS.len(), 21);
-    }
-
-    #[test]
-    fn peer_text_is_quoted_and_cut() {
-        assert_eq!(shown("a\nb"), "\"a\\nb\"");
-        assert_eq!(shown(&"x".repeat(100)), format!("{:?}…", "x".repeat(64)));
     }
 }

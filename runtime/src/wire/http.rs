@@ -12,6 +12,7 @@ use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
+use mcp_hints_core::escape;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
@@ -230,7 +231,7 @@ impl HttpGuard {
                 .and_then(Origin::parse)
                 .is_some_and(|origin| self.origins.contains(&origin))
         })?;
-        let shown = check::shown(&String::from_utf8_lossy(foreign.as_bytes()));
+        let shown = escape::quoted(&String::from_utf8_lossy(foreign.as_bytes()));
         tracing::warn!(origin = %shown, "refused a request from a foreign Origin");
         Some(plain(
             StatusCode::FORBIDDEN,
@@ -577,7 +578,7 @@ impl fmt::Display for InvalidOrigin {
         write!(
             f,
             "{} is not an origin: write scheme://host or scheme://host:port, without a path, or null",
-            check::shown(&self.0)
+            escape::quoted(&self.0)
         )
     }
 }

@@ -341,7 +341,7 @@ where
     fn refuse_or_drop(&mut self, verdict: Verdict) {
         match verdict {
             Verdict::Refuse(refusal) => {
-                tracing::debug!(code = refusal.code, message = %refusal.message, "refused a message");
+                tracing::debug!(code = refusal.code.0, message = %refusal.message, "refused a message");
                 let mut line = refusal.to_json();
                 line.push(b'\n');
                 self.answer = Some(line);

@@ -1,0 +1,9 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+pub mod escape;
+pub mod hints;
+pub mod jsonrpc;
+pub mod lint;
+pub mod name;
