@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::log::rfc3339;
+use super::log::{Decision, rfc3339};
 use crate::table::{Cell, render};
 use crate::text::shown;
 
@@ -107,12 +107,12 @@ impl Resolution {
 
     /// The audit log's `decision` for it: `approved`, `denied`, `expired`
     /// or `abandoned`.
-    pub fn decision(&self) -> &'static str {
+    pub fn decision(&self) -> Decision {
         match self {
-            Resolution::Approved { .. } => "approved",
-            Resolution::Denied { .. } => "denied",
-            Resolution::Expired { .. } => "expired",
-            Resolution::Abandoned => "abandoned",
+            Resolution::Approved { .. } => Decision::Approved,
+            Resolution::Denied { .. } => Decision::Denied,
+            Resolution::Expired { .. } => Decision::Expired,
+            Resolution::Abandoned => Decision::Abandoned,
         }
     }
 }
@@ -990,7 +990,7 @@ mod tests {
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Approved { by: "carol".into() });
         assert!(resolution.proceeds());
-        assert_eq!(resolution.decision(), "approved");
+        assert_eq!(resolution.decision(), Decision::Approved);
         assert!(approvals.pending().is_empty());
         assert_eq!(
             approvals.approve("c1", "carol"),
@@ -1017,7 +1017,7 @@ mod tests {
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Denied { by: "dave".into() });
         assert!(!resolution.proceeds());
-        assert_eq!(resolution.decision(), "denied");
+        assert_eq!(resolution.decision(), Decision::Denied);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1049,7 +1049,7 @@ mod tests {
             )
             .await;
         assert!(approved.proceeds());
-        assert_eq!(approved.decision(), "expired");
+        assert_eq!(approved.decision(), Decision::Expired);
         assert!(approvals.pending().is_empty());
         assert!(matches!(
             approvals.approve("c3", "late"),
@@ -1098,7 +1098,7 @@ mod tests {
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Abandoned);
         assert!(!resolution.proceeds());
-        assert_eq!(resolution.decision(), "abandoned");
+        assert_eq!(resolution.decision(), Decision::Abandoned);
         assert!(approvals.pending().is_empty());
         assert!(matches!(
             approvals.approve("w", "late"),

@@ -57,7 +57,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::{Listener, ListenerExt};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use mcp_hints::client::{CallError, Outcome, ToolCall};
+use mcp_hints::client::{CallError, Outcome as CallOutcome, ToolCall};
 use mcp_hints::fingerprint::PinnedTool;
 use mcp_hints::pagination::{PageSize, list_tools_page};
 use mcp_hints::wire::HttpGuard;
@@ -79,7 +79,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolution};
 use super::config::Config;
-use super::log::{self, AuditLog, Durability, Entry};
+use super::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
 use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
 use super::{check_names, defaults, namespaced, split};
@@ -583,10 +583,10 @@ struct CallRecord {
 impl CallRecord {
     fn entry(
         &self,
-        phase: &str,
-        decision: &str,
+        phase: Phase,
+        decision: Decision,
         rule: Option<String>,
-        outcome: Option<&str>,
+        outcome: Option<Outcome>,
         attempts: Option<u32>,
     ) -> Entry {
         Entry {
@@ -595,14 +595,14 @@ impl CallRecord {
             principal: self.principal.clone(),
             upstream: self.upstream.clone(),
             tool: self.tool.clone(),
-            decision: decision.to_owned(),
+            decision,
             rule,
             hints: self.hints.clone(),
             arguments_sha256: self.arguments_sha256.clone(),
             arguments: self.arguments.clone(),
-            outcome: outcome.map(str::to_owned),
+            outcome,
             attempts,
-            phase: phase.to_owned(),
+            phase,
         }
     }
 }
@@ -697,12 +697,18 @@ impl Front {
                 // Its hints are unknown; the refusal is a decision all the
                 // same, and logged as one.
                 let record = self.record_of(principal, prefix, tool, Value::Null, &arguments);
-                let entry = record.entry("decided", "unavailable", None, None, None);
+                let entry = record.entry(Phase::Decided, Decision::Unavailable, None, None, None);
                 if let Err(error) = gateway.record(&entry).await {
                     return Ok(log_failed(&error));
                 }
                 let _ = self
-                    .finish(&record, "unavailable", None, "unavailable", None)
+                    .finish(
+                        &record,
+                        Decision::Unavailable,
+                        None,
+                        Outcome::Unavailable,
+                        None,
+                    )
                     .await;
                 return Ok(refusal(
                     format!(
@@ -746,15 +752,15 @@ impl Front {
         };
         let verdict = gateway.policy.decide(&scope, Instant::now());
         let (mut decision, rule) = match &verdict {
-            Verdict::Allow { rule } => ("allow", *rule),
-            Verdict::Deny { rule } => ("deny", *rule),
-            Verdict::RequireApproval { rule, .. } => ("require_approval", Some(*rule)),
-            Verdict::RateLimited { rule, .. } => ("rate_limited", Some(*rule)),
+            Verdict::Allow { rule } => (Decision::Allow, *rule),
+            Verdict::Deny { rule } => (Decision::Deny, *rule),
+            Verdict::RequireApproval { rule, .. } => (Decision::RequireApproval, Some(*rule)),
+            Verdict::RateLimited { rule, .. } => (Decision::RateLimited, Some(*rule)),
         };
         let rule_text = rule.map(|rule| gateway.policy.describe(rule));
         // Written before anything goes on: no entry, no call.
         if let Err(error) = gateway
-            .record(&record.entry("decided", decision, rule_text.clone(), None, None))
+            .record(&record.entry(Phase::Decided, decision, rule_text.clone(), None, None))
             .await
         {
             return Ok(log_failed(&error));
@@ -769,7 +775,13 @@ impl Front {
                         .to_owned(),
                 };
                 let _ = self
-                    .finish(&record, "deny", rule_text.clone(), "refused", None)
+                    .finish(
+                        &record,
+                        Decision::Deny,
+                        rule_text.clone(),
+                        Outcome::Refused,
+                        None,
+                    )
                     .await;
                 return Ok(refusal(
                     format!("`{}` {why}; it was not forwarded", escape::shown(&name)),
@@ -783,7 +795,13 @@ impl Front {
                 retry_after,
             } => {
                 let _ = self
-                    .finish(&record, "rate_limited", rule_text.clone(), "refused", None)
+                    .finish(
+                        &record,
+                        Decision::RateLimited,
+                        rule_text.clone(),
+                        Outcome::Refused,
+                        None,
+                    )
                     .await;
                 let retry = retry_after.as_secs_f64().ceil().max(1.0);
                 return Ok(refusal(
@@ -847,14 +865,14 @@ impl Front {
                 // The finished entry names how the approval ended.
                 decision = resolved;
                 if let Err(error) = gateway
-                    .record(&record.entry("decided", decision, rule_text.clone(), None, None))
+                    .record(&record.entry(Phase::Decided, decision, rule_text.clone(), None, None))
                     .await
                 {
                     return Ok(log_failed(&error));
                 }
                 if !proceed {
                     let _ = self
-                        .finish(&record, decision, rule_text.clone(), "refused", None)
+                        .finish(&record, decision, rule_text.clone(), Outcome::Refused, None)
                         .await;
                     return Ok(refusal(
                         format!(
@@ -871,7 +889,13 @@ impl Front {
                     // sent either.
                     said_abandoned(&id, &name);
                     let _ = self
-                        .finish(&record, "abandoned", rule_text.clone(), "refused", None)
+                        .finish(
+                            &record,
+                            Decision::Abandoned,
+                            rule_text.clone(),
+                            Outcome::Refused,
+                            None,
+                        )
                         .await;
                     return Ok(refusal(
                         format!(
@@ -907,7 +931,7 @@ impl Front {
         };
         if let Err(error) = self
             .gateway
-            .record(&record.entry("decided", "drift", None, None, None))
+            .record(&record.entry(Phase::Decided, Decision::Drift, None, None, None))
             .await
         {
             return Some(log_failed(&error));
@@ -940,7 +964,7 @@ impl Front {
         let decision = resolution.decision();
         if let Err(error) = self
             .gateway
-            .record(&record.entry("decided", decision, None, None, None))
+            .record(&record.entry(Phase::Decided, decision, None, None, None))
             .await
         {
             return Some(log_failed(&error));
@@ -949,7 +973,9 @@ impl Front {
             match lock.lock().await.approve(name, listed.pinned.clone()) {
                 Ok(()) => return None,
                 Err(error) => {
-                    let _ = self.finish(record, decision, None, "refused", None).await;
+                    let _ = self
+                        .finish(record, decision, None, Outcome::Refused, None)
+                        .await;
                     return Some(refusal(
                         format!(
                             "`{}` was approved, but the lock could not be written ({}); it was \
@@ -962,7 +988,9 @@ impl Front {
                 }
             }
         }
-        let _ = self.finish(record, decision, None, "refused", None).await;
+        let _ = self
+            .finish(record, decision, None, Outcome::Refused, None)
+            .await;
         if resolution == Resolution::Abandoned {
             said_abandoned(&record.id, name);
             return Some(refusal(
@@ -990,7 +1018,7 @@ impl Front {
         name: &str,
         listed: &Listed,
         record: &CallRecord,
-        decision: &str,
+        decision: Decision,
         rule: Option<String>,
         arguments: Map<String, Value>,
     ) -> Result<CallToolResult, ErrorData> {
@@ -999,7 +1027,7 @@ impl Front {
             Ok(client) => client,
             Err(reason) => {
                 let _ = self
-                    .finish(record, decision, rule, "unavailable", Some(0))
+                    .finish(record, decision, rule, Outcome::Unavailable, Some(0))
                     .await;
                 return Ok(unavailable(name, &upstream.name, &reason));
             }
@@ -1015,15 +1043,15 @@ impl Front {
         .await;
         upstream.say_restarts(&client).await;
         let (result, outcome, attempts) = match outcome {
-            Ok(Outcome::Completed(done)) => {
+            Ok(CallOutcome::Completed(done)) => {
                 if upstream.mark_available() {
                     // Its tools are no longer listed as unavailable.
                     self.gateway.republish();
                 }
                 let outcome = if done.result.is_error == Some(true) {
-                    "tool_error"
+                    Outcome::ToolError
                 } else {
-                    "completed"
+                    Outcome::Completed
                 };
                 let mut result = done.result;
                 // An upstream on a revision before 2026-07-28 leaves it out;
@@ -1032,7 +1060,7 @@ impl Front {
                 result.result_type = Some(ResultType::COMPLETE);
                 (Ok(result), outcome, done.attempts)
             }
-            Ok(Outcome::DeliveryUnknown(lost)) => {
+            Ok(CallOutcome::DeliveryUnknown(lost)) => {
                 let attempts = lost.attempts;
                 let text = format!(
                     "{lost}. {}: read back before calling `{}` again",
@@ -1044,11 +1072,15 @@ impl Front {
                     "attempts": attempts,
                     "readBack": lost.verdict.reason,
                 });
-                (Ok(refusal(text, detail)), "delivery_unknown", attempts)
+                (
+                    Ok(refusal(text, detail)),
+                    Outcome::DeliveryUnknown,
+                    attempts,
+                )
             }
             Err(CallError::Rejected {
                 error, attempts, ..
-            }) => (Err(error), "tool_error", attempts),
+            }) => (Err(error), Outcome::ToolError, attempts),
             Err(CallError::NotSent {
                 attempts,
                 last_error,
@@ -1060,7 +1092,7 @@ impl Front {
                 self.gateway.republish();
                 (
                     Ok(unavailable(name, &upstream.name, &reason)),
-                    "unavailable",
+                    Outcome::Unavailable,
                     attempts,
                 )
             }
@@ -1068,7 +1100,7 @@ impl Front {
                 let text = other.to_string();
                 (
                     Ok(refusal(text, json!({ "outcome": "tool_error" }))),
-                    "tool_error",
+                    Outcome::ToolError,
                     0,
                 )
             }
@@ -1091,14 +1123,14 @@ impl Front {
     async fn finish(
         &self,
         record: &CallRecord,
-        decision: &str,
+        decision: Decision,
         rule: Option<String>,
-        outcome: &str,
+        outcome: Outcome,
         attempts: Option<u32>,
     ) -> Result<(), String> {
         // Written before the answer goes back, synced soon after: the call
         // already ran, and its decided entry is on disk.
-        let entry = record.entry("finished", decision, rule, Some(outcome), attempts);
+        let entry = record.entry(Phase::Finished, decision, rule, Some(outcome), attempts);
         self.gateway
             .log
             .record(&entry, Durability::Written)
@@ -1173,14 +1205,18 @@ impl Drop for AbandonOnDrop<'_> {
         if !self.armed {
             return;
         }
-        let decided = self
-            .record
-            .entry("decided", "abandoned", self.rule.clone(), None, None);
+        let decided = self.record.entry(
+            Phase::Decided,
+            Decision::Abandoned,
+            self.rule.clone(),
+            None,
+            None,
+        );
         let finished = self.record.entry(
-            "finished",
-            "abandoned",
+            Phase::Finished,
+            Decision::Abandoned,
             self.rule.take(),
-            Some("refused"),
+            Some(Outcome::Refused),
             None,
         );
         queue(self.log, &decided, Durability::Synced);
@@ -2052,7 +2088,7 @@ mod tests {
                 (
                     entry.phase.as_str(),
                     entry.decision.as_str(),
-                    entry.outcome.as_deref(),
+                    entry.outcome.map(Outcome::as_str),
                 )
             })
             .collect();

@@ -27,29 +27,116 @@ use serde_json::{Map, Value};
 
 use crate::table::{Cell, render};
 
-/// The decisions an [`Entry`] may record, as written in its `decision`
-/// field (and accepted by `--decision`).
-pub const DECISIONS: [&str; 10] = [
-    "allow",
-    "deny",
-    "require_approval",
-    "rate_limited",
-    "approved",
-    "denied",
-    "expired",
-    "drift",
-    "unavailable",
-    "abandoned",
-];
+/// The words of an audit entry's fixed fields: an enum whose variants are
+/// written as their `snake_case` names, every name in `NAMES` in the order
+/// of the variants, and `FromStr` of those names (what `gateway log`'s
+/// filters accept).
+macro_rules! entry_word {
+    ($(#[$meta:meta])* $name:ident { $($(#[$variant_meta:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$variant_meta])* #[serde(rename = $word)] $variant,)+
+        }
 
-/// The outcomes an [`Entry`] may record (and `--outcome` accepts).
-pub const OUTCOMES: [&str; 5] = [
-    "completed",
-    "tool_error",
-    "delivery_unknown",
-    "refused",
-    "unavailable",
-];
+        impl $name {
+            /// Every variant, in order.
+            pub const ALL: &[$name] = &[$($name::$variant),+];
+            /// Every variant's name as written in the log, in order.
+            pub const NAMES: &[&str] = &[$($word),+];
+
+            /// The name written in the log.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            /// A name from `NAMES`; any other text is an error listing them.
+            fn from_str(text: &str) -> Result<$name, String> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|word| word.as_str() == text)
+                    .ok_or_else(|| {
+                        format!(
+                            "`{}` is not one of {}",
+                            mcp_hints_core::escape::shown(text),
+                            $name::NAMES.join(", ")
+                        )
+                    })
+            }
+        }
+    };
+}
+
+entry_word! {
+    /// What the gateway decided about a call: an [`Entry`]'s `decision`
+    /// (and what `gateway log --decision` accepts).
+    Decision {
+        /// A rule, or `policy.default`, allows it.
+        Allow = "allow",
+        /// A rule, or `policy.default`, refuses it.
+        Deny = "deny",
+        /// A rule parks it for an approver.
+        RequireApproval = "require_approval",
+        /// A rate limit refuses it.
+        RateLimited = "rate_limited",
+        /// A parked call an approver approved.
+        Approved = "approved",
+        /// A parked call an approver denied.
+        Denied = "denied",
+        /// A parked call nobody decided in time.
+        Expired = "expired",
+        /// A tool changed since the lock's approval, parked for one.
+        Drift = "drift",
+        /// A call to an upstream never reached: its tools, and so their
+        /// hints, are unknown (`hints` is `null`).
+        Unavailable = "unavailable",
+        /// A parked call its client withdrew (cancelled, timed out, gone).
+        Abandoned = "abandoned",
+    }
+}
+
+entry_word! {
+    /// How a call ended: a `finished` [`Entry`]'s `outcome` (and what
+    /// `gateway log --outcome` accepts).
+    Outcome {
+        /// The upstream answered with a result.
+        Completed = "completed",
+        /// The upstream answered with an error, or a result with
+        /// `isError`.
+        ToolError = "tool_error",
+        /// No answer came, and it may have run: read back before calling
+        /// again.
+        DeliveryUnknown = "delivery_unknown",
+        /// The gateway did not forward it.
+        Refused = "refused",
+        /// Its upstream could not be reached.
+        Unavailable = "unavailable",
+    }
+}
+
+entry_word! {
+    /// Which of a call's entries an [`Entry`] is.
+    Phase {
+        /// Written (and synced) before the call goes upstream or is
+        /// refused.
+        Decided = "decided",
+        /// Written after, with the outcome.
+        Finished = "finished",
+    }
+}
 
 /// One line of the audit log: one decision about one `tools/call`.
 ///
@@ -72,13 +159,10 @@ pub struct Entry {
     pub upstream: String,
     /// The tool's name as the upstream serves it (not namespaced).
     pub tool: String,
-    /// One of [`DECISIONS`]: `allow`, `deny`, `require_approval`,
+    /// What was decided: `allow`, `deny`, `require_approval`,
     /// `rate_limited`, and for a parked call `approved`, `denied`,
-    /// `expired`; `drift` for a tool refused because it changed since the
-    /// lock; `unavailable` for a call to an upstream never reached (its
-    /// tools, and so their hints, unknown: `hints` is `null`); `abandoned`
-    /// for a parked call its client withdrew (cancelled, timed out, gone).
-    pub decision: String,
+    /// `expired`; `drift`, `unavailable`, `abandoned` ([`Decision`]).
+    pub decision: Decision,
     /// The rule that fired, described by the policy (`rule[2] (deny
     /// delete_* when destructive)`); absent when the default decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,16 +177,17 @@ pub struct Entry {
     /// The raw arguments, only with `[log] raw_arguments = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    /// One of [`OUTCOMES`]: `completed`, `tool_error`, `delivery_unknown`,
-    /// `refused` or `unavailable`; absent on a `decided` entry.
+    /// How it ended: `completed`, `tool_error`, `delivery_unknown`,
+    /// `refused` or `unavailable` ([`Outcome`]); absent on a `decided`
+    /// entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<Outcome>,
     /// How many times the call was sent upstream (resends included), on a
     /// `finished` entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
     /// `decided` (written before forwarding) or `finished` (after).
-    pub phase: String,
+    pub phase: Phase,
 }
 
 /// The current time as an [`Entry::time`]: RFC 3339, UTC, milliseconds.
@@ -706,13 +791,13 @@ pub struct LogArgs {
     #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
     pub tool: Option<glob::Pattern>,
     /// Only this decision.
-    #[arg(long, value_parser = DECISIONS)]
-    pub decision: Option<String>,
+    #[arg(long, value_parser = word_parser::<Decision>(Decision::NAMES))]
+    pub decision: Option<Decision>,
     /// Only entries with this outcome (a `finished` entry's: an allowed
     /// call whose upstream was unavailable is decision `allow`, outcome
     /// `unavailable`).
-    #[arg(long, value_parser = OUTCOMES)]
-    pub outcome: Option<String>,
+    #[arg(long, value_parser = word_parser::<Outcome>(Outcome::NAMES))]
+    pub outcome: Option<Outcome>,
     /// Only entries at or after this time, e.g. `2026-03-16T09:00:00Z` or
     /// `2026-03-16T11:00:00+02:00`.
     #[arg(long, value_name = "RFC3339", value_parser = parse_since)]
@@ -835,9 +920,9 @@ impl Column {
             Column::Principal => Cell::plain(&entry.principal),
             Column::Upstream => Cell::plain(&entry.upstream),
             Column::Tool => Cell::plain(&entry.tool),
-            Column::Decision => Cell::plain(&entry.decision),
-            Column::Phase => Cell::plain(&entry.phase),
-            Column::Outcome => Cell::plain(&optional(&entry.outcome)),
+            Column::Decision => Cell::plain(entry.decision.as_str()),
+            Column::Phase => Cell::plain(entry.phase.as_str()),
+            Column::Outcome => Cell::plain(entry.outcome.map_or("-", Outcome::as_str)),
             Column::Attempts => Cell::plain(&entry.attempts.map_or("-".into(), |n| n.to_string())),
             Column::Hints => Cell::plain(&hints_text(&entry.hints)),
             Column::Args => Cell::plain(
@@ -853,6 +938,17 @@ impl Column {
 
 /// One part of `--columns time,tool,decision`: a column's name, or `all`
 /// for every column.
+/// `--decision` and `--outcome`: clap lists `names` in its help and its
+/// error for any other word, and gives the word as its [`Decision`] or
+/// [`Outcome`].
+fn word_parser<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(names).try_map(|word| word.parse::<T>())
+}
+
 fn parse_column(text: &str) -> Result<Vec<Column>, String> {
     if text.trim() == "all" {
         return Ok(Column::ALL.to_vec());
@@ -887,7 +983,9 @@ impl LogArgs {
             |filter: &Option<String>, value: &str| filter.as_deref().is_none_or(|f| f == value);
         if !(same(&self.principal, &entry.principal)
             && same(&self.upstream, &entry.upstream)
-            && same(&self.decision, &entry.decision)
+            && self
+                .decision
+                .is_none_or(|decision| decision == entry.decision)
             && (self.outcome.is_none() || self.outcome == entry.outcome)
             && self.tool.as_ref().is_none_or(|pattern| {
                 super::policy::tool_matches(pattern, &entry.upstream, &entry.tool)
@@ -1271,7 +1369,7 @@ mod tests {
             principal: principal.to_owned(),
             upstream: "memory".to_owned(),
             tool: tool.to_owned(),
-            decision: decision.to_owned(),
+            decision: decision.parse().unwrap(),
             rule: None,
             hints: json!({
                 "readOnlyHint": {"value": false, "source": "defaulted"},
@@ -1281,7 +1379,7 @@ mod tests {
             arguments: None,
             outcome: None,
             attempts: None,
-            phase: "decided".to_owned(),
+            phase: Phase::Decided,
         }
     }
 
@@ -1335,8 +1433,8 @@ mod tests {
             let decided = entry(n, "alice", "t", "allow", &now());
             log.record(&decided, Durability::Synced).await.unwrap();
             let finished = Entry {
-                phase: "finished".to_owned(),
-                outcome: Some("completed".to_owned()),
+                phase: Phase::Finished,
+                outcome: Some(Outcome::Completed),
                 ..decided
             };
             log.record(&finished, Durability::Written).await.unwrap();
@@ -1462,6 +1560,33 @@ mod tests {
     }
 
     #[test]
+    fn entry_words_are_written_read_and_parsed_by_the_same_names() {
+        fn check<T>(all: &[T], names: &[&str])
+        where
+            T: Copy + PartialEq + std::fmt::Debug + Serialize + std::str::FromStr<Err = String>,
+            T: for<'de> Deserialize<'de> + std::fmt::Display,
+        {
+            assert_eq!(all.len(), names.len());
+            for (word, name) in all.iter().zip(names) {
+                assert_eq!(serde_json::to_value(word).unwrap(), json!(name));
+                assert_eq!(serde_json::from_value::<T>(json!(name)).unwrap(), *word);
+                assert_eq!(name.parse::<T>().unwrap(), *word);
+                assert_eq!(word.to_string(), *name);
+            }
+            let error = "maybe\u{1b}[2J".parse::<T>().unwrap_err();
+            assert!(
+                error.starts_with("`maybe\\u{1b}[2J` is not one of "),
+                "{error}"
+            );
+        }
+        check(Decision::ALL, Decision::NAMES);
+        check(Outcome::ALL, Outcome::NAMES);
+        check(Phase::ALL, Phase::NAMES);
+        assert_eq!(Decision::NAMES.len(), 10);
+        assert!(serde_json::from_value::<Decision>(json!("maybe")).is_err());
+    }
+
+    #[test]
     fn the_digest_ignores_key_order_and_number_spelling() {
         let a: Map<String, Value> =
             serde_json::from_str(r#"{"b": 1.0, "a": {"y": [1, 2.50], "x": "s"}}"#).unwrap();
@@ -1570,7 +1695,7 @@ mod tests {
                 "2026-03-16T12:00:00.000Z",
             ),
         ];
-        lines[1].outcome = Some("completed".into());
+        lines[1].outcome = Some(Outcome::Completed);
         let text: String = lines
             .iter()
             .map(|entry| serde_json::to_string(entry).unwrap() + "\n")
@@ -1721,7 +1846,7 @@ mod tests {
         );
         // A bad time is reported only when --since needs it.
         let mut bad_time = entry(1, "a", "t", "allow", "yesterday");
-        bad_time.phase = "finished".into();
+        bad_time.phase = Phase::Finished;
         std::fs::write(&path, serde_json::to_string(&bad_time).unwrap() + "\n").unwrap();
         assert_eq!(read_matching(&path, &args).unwrap().0.len(), 1);
         let since = log_args(&["--log", "x", "--since", "2026-01-01T00:00:00Z"]);
