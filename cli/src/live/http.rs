@@ -220,10 +220,18 @@ impl HttpTransport {
                         .await
                         .map_err(|error| http_error(error, ctx))?;
                     let events = match &chunk {
-                        Some(bytes) => parser.feed(bytes),
+                        Some(bytes) => parser.feed(bytes.clone()),
                         None => parser.finish(),
                     }
-                    .map_err(|too| self.too_large(format!("SSE event {}", too.event), ctx))?;
+                    .map_err(|error| match error {
+                        sse::Error::TooLarge { event } => {
+                            self.too_large(format!("SSE event {event}"), ctx)
+                        }
+                        sse::Error::Malformed { event, reason } => invalid(
+                            ctx,
+                            format!("SSE event {event} is not a valid event stream: {reason}"),
+                        ),
+                    })?;
                     for event in events {
                         // Priming events (an id, empty data) and other event
                         // types carry no message.
