@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+mod suggest;
 pub mod audit;
 pub mod gateway;
 pub mod lint;

@@ -1658,12 +1658,8 @@ fn predicate(text: &str) -> Result<Predicate, String> {
 
 /// ` (did you mean `X`?)` when one of `known` is close to `given`.
 fn suggestion(given: &str, known: &[&str]) -> String {
-    known
-        .iter()
-        .map(|name| (strsim::jaro_winkler(given, name), name))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, name)| format!(" (did you mean `{name}`?)"))
+    crate::suggest::closest(given, known.iter().copied())
+        .map(|name| format!(" (did you mean `{name}`?)"))
         .unwrap_or_default()
 }
 
