@@ -12,6 +12,9 @@ pub mod idempotency;
 pub mod jsonrpc;
 pub mod pagination;
 pub mod policy;
+#[cfg(all(unix, feature = "client"))]
+#[doc(hidden)]
+pub mod process_group;
 pub mod stdio;
 #[cfg(feature = "testing")]
 pub mod testing;
