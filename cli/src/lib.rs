@@ -1,20 +1,14 @@
-//! The `mcp-hints` command: audit, lint, pin and verify any MCP server's
-//! tools, in any language. See the README's sections "Check any MCP server"
-//! and "Verify that hints hold".
-//!
-//! The library half exists for the command and its tests; its modules are
-//! public so that other tools can reuse the live client and the lint rules.
-
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 pub mod args;
-mod suggest;
 pub mod audit;
 pub mod gateway;
 pub mod lint;
 pub mod live;
 pub mod progress;
 pub mod source;
+mod suggest;
 mod table;
 pub mod text;
 pub mod verify;

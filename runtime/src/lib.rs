@@ -25,6 +25,12 @@ pub mod wire;
 #[doc(hidden)]
 pub mod __private;
 
+// The repository README's examples (its quickstart server among them), run
+// as doctests here: this crate's front page is its own README.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadme;
+
 pub use hints::{Hint, HintError, HintValue, PROVENANCE_META_KEY, Provenance, ToolHints};
 
 /// The rmcp crate this version of `mcp-hints` generates code for, so that a
