@@ -4,6 +4,7 @@
 
 pub mod canonical;
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 pub mod collect;
 pub mod fingerprint;
@@ -17,8 +18,10 @@ pub mod policy;
 pub mod process_group;
 pub mod stdio;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 #[cfg(feature = "verify")]
+#[cfg_attr(docsrs, doc(cfg(feature = "verify")))]
 pub mod verify;
 pub mod wire;
 

@@ -101,8 +101,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 #[cfg(feature = "redb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redb")))]
 pub use self::redb::RedbStore;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::RedisStore;
 pub use clock::{Clock, SystemClock, TokioClock};
 pub use memory::MemoryStore;
