@@ -25,6 +25,7 @@ use crate::text::shown;
 
 /// A lint rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// See the module table.
     UndeclaredHints,

@@ -259,6 +259,7 @@ impl Default for PolicyConfig {
 /// `policy.default`: `"allow"` or `"deny"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DefaultAction {
     /// `"allow"`: a call no rule matches goes on.
     Allow,
@@ -284,6 +285,7 @@ pub struct UpstreamConfig {
 
 /// How an upstream is reached.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum UpstreamTransport {
     /// `command = ["PROGRAM", "ARG", ...]` with optional `env`: a stdio
     /// server the gateway starts. A relative `PROGRAM` with a `/` in it is
@@ -348,6 +350,7 @@ pub struct RuleConfig {
 
 /// A rule's action, with the keys each one takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RuleAction {
     /// `action = "deny"`.
     Deny,
@@ -417,6 +420,7 @@ impl fmt::Display for Predicate {
 
 /// Why a config could not be loaded.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     Read {

@@ -170,6 +170,7 @@ pub mod codes {
 
 /// What a keyed call does when the same key is still running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InProgress {
     /// Refuse at once with [`codes::KEY_IN_PROGRESS`] (the default).
     #[default]
