@@ -101,8 +101,11 @@ pub async fn stop_signal() -> &'static str {
 
 /// The binaries this program runs, and the target directory.
 pub struct Binaries {
+    /// `mcp-hints`, whose `gateway` subcommand is measured.
     pub gateway: PathBuf,
+    /// The example `notes` server.
     pub notes: PathBuf,
+    /// The target directory this executable runs from.
     pub target: PathBuf,
 }
 
@@ -354,6 +357,8 @@ pub struct Process {
 }
 
 impl Process {
+    /// Starts `command` (in a process group of its own when `group`), its
+    /// stdin and stdout on /dev/null and its stderr read by a thread.
     pub fn spawn(name: String, mut command: Command, group: bool) -> Result<Process, String> {
         command
             .stdin(Stdio::null())
