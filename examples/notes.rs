@@ -87,21 +87,25 @@ struct Book {
 pub struct Note {
     /// Assigned by the server, from 1, never reused.
     pub id: u64,
+    /// What the note says.
     pub text: String,
 }
 
+/// Every note, as `list_notes` returns them.
 #[derive(Serialize, JsonSchema)]
 pub struct NoteList {
     /// Every note, oldest first.
     pub notes: Vec<Note>,
 }
 
+/// The arguments of `append_note`.
 #[derive(Deserialize, JsonSchema)]
 pub struct NewNote {
     /// The text of the note; not empty.
     pub text: String,
 }
 
+/// The arguments of `add_note`, the keyed addition.
 #[derive(Deserialize, JsonSchema)]
 pub struct KeyedNote {
     /// Names this addition: any string of 1 to 255 characters, new for
@@ -111,6 +115,7 @@ pub struct KeyedNote {
     pub text: String,
 }
 
+/// The arguments of `update_note`.
 #[derive(Deserialize, JsonSchema)]
 pub struct NoteEdit {
     /// The note to change.
@@ -119,22 +124,30 @@ pub struct NoteEdit {
     pub text: String,
 }
 
+/// The arguments of `delete_note`.
 #[derive(Deserialize, JsonSchema)]
 pub struct NoteId {
+    /// The note to delete.
     pub id: u64,
 }
 
+/// The arguments of `forecast`.
 #[derive(Deserialize, JsonSchema)]
 pub struct City {
     /// A city name, e.g. "Lisbon".
     pub city: String,
 }
 
+/// The weather `forecast` returns for a city.
 #[derive(Serialize, JsonSchema)]
 pub struct Forecast {
+    /// The city asked for.
     pub city: String,
+    /// The weather in a few words.
     pub summary: String,
+    /// The day's highest temperature, in degrees Celsius.
     pub high_celsius: i32,
+    /// The day's lowest temperature, in degrees Celsius.
     pub low_celsius: i32,
 }
 

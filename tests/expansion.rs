@@ -7,16 +7,22 @@ use mcp_hints::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The arguments of `structured`.
 #[derive(Deserialize, JsonSchema)]
 pub struct Query {
+    /// Any text.
     pub q: String,
 }
 
+/// What `structured` returns.
 #[derive(Serialize, JsonSchema)]
 pub struct Answer {
+    /// The query's text.
     pub text: String,
 }
 
+/// A server with a tool of every form; under `missing_docs` (the workspace's
+/// lints), the generated code must document what it makes public.
 #[derive(Clone)]
 pub struct Everything;
 

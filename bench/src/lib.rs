@@ -28,23 +28,30 @@ pub mod types {
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
+    /// The arguments of `get`.
     #[derive(Deserialize, JsonSchema)]
     pub struct GetRequest {
         /// The key to look up.
         pub key: String,
     }
 
+    /// The arguments of `add`.
     #[derive(Deserialize, JsonSchema)]
     pub struct AddRequest {
+        /// The first addend.
         pub a: i64,
+        /// The second addend.
         pub b: i64,
     }
 
+    /// What `add` returns.
     #[derive(Serialize, JsonSchema)]
     pub struct Sum {
+        /// `a + b`, wrapping on overflow.
         pub sum: i64,
     }
 
+    /// The arguments of `echo`.
     #[derive(Deserialize, JsonSchema)]
     pub struct EchoRequest {
         /// The text to send back.
@@ -68,6 +75,7 @@ pub mod types {
     }
 
     impl Store {
+        /// The value stored under `key`, or a sentence saying there is none.
         pub fn get(&self, key: &str) -> String {
             self.0
                 .get(key)
@@ -85,6 +93,7 @@ pub mod hints_server {
 
     use crate::types::{AddRequest, EchoRequest, GetRequest, Store, Sum};
 
+    /// The server; its tools read [`Store`].
     #[derive(Default)]
     pub struct HintsServer {
         store: Store,
@@ -126,11 +135,14 @@ pub mod rmcp_server {
 
     use crate::types::{AddRequest, EchoRequest, GetRequest, Store, Sum};
 
+    /// The server; its tools read [`Store`].
     #[derive(Default)]
     pub struct RmcpServer {
         store: Store,
     }
 
+    // rmcp's macro gives the `pub fn tool_router` it makes no doc comment.
+    #[allow(missing_docs)]
     #[tool_router(vis = "pub")]
     impl RmcpServer {
         /// Look up the value stored under a key.

@@ -101,8 +101,11 @@ pub async fn stop_signal() -> &'static str {
 
 /// The binaries this program runs, and the target directory.
 pub struct Binaries {
+    /// `mcp-hints`, whose `gateway` subcommand is measured.
     pub gateway: PathBuf,
+    /// The example `notes` server.
     pub notes: PathBuf,
+    /// The target directory this executable runs from.
     pub target: PathBuf,
 }
 
@@ -354,6 +357,8 @@ pub struct Process {
 }
 
 impl Process {
+    /// Starts `command` (in a process group of its own when `group`), its
+    /// stdin and stdout on /dev/null and its stderr read by a thread.
     pub fn spawn(name: String, mut command: Command, group: bool) -> Result<Process, String> {
         command
             .stdin(Stdio::null())
@@ -445,11 +450,19 @@ impl Process {
         let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
-        let target = if self.group { -pid } else { pid };
-        // SAFETY: kill(2) on a child of ours (or the group it leads), by id;
-        // the child is not reaped yet, so the id is still its own.
+        if self.group {
+            // The group it leads; the child is not reaped yet, so the id is
+            // still its own.
+            let _ = match signal {
+                libc::SIGKILL => mcp_hints::process_group::kill(pid),
+                _ => mcp_hints::process_group::terminate(pid),
+            };
+            return;
+        }
+        // SAFETY: kill(2) on a child of ours, by id; the child is not reaped
+        // yet, so the id is still its own.
         unsafe {
-            libc::kill(target, signal);
+            libc::kill(pid, signal);
         }
     }
 
@@ -485,17 +498,11 @@ impl Drop for Process {
         }
         if self.group
             && let Ok(pid) = libc::pid_t::try_from(self.child.id())
+            // A group id is not reused while any member of the group is alive.
+            && mcp_hints::process_group::alive(pid)
         {
-            // SAFETY: kill(2) on the process group our child led; a group id
-            // is not reused while any member of the group is alive.
-            let alive = unsafe { libc::kill(-pid, 0) } == 0;
-            if alive {
-                std::thread::sleep(Duration::from_millis(500));
-                // SAFETY: as above.
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL);
-                }
-            }
+            std::thread::sleep(Duration::from_millis(500));
+            let _ = mcp_hints::process_group::kill(pid);
         }
     }
 }

@@ -19,6 +19,7 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[non_exhaustive]
 pub enum Command {
     /// A row per tool: each hint's value and provenance, and whether a call
     /// whose response was lost may be resent.
@@ -94,6 +95,7 @@ pub struct GatewayArgs {
 
 /// The subcommands of `mcp-hints gateway`.
 #[derive(Debug, Subcommand)]
+#[non_exhaustive]
 pub enum GatewayCommand {
     /// Serves MCP over streamable HTTP at `listen.http` (or over stdio with
     /// --stdio) in front of the config's upstreams, with the admin endpoint

@@ -1,11 +1,4 @@
-//! The `mcp-hints` command: audit, lint, pin and verify any MCP server's
-//! tools, in any language. See the README's sections "Check any MCP server"
-//! and "Verify that hints hold".
-//!
-//! The library half exists for the command and its tests; its modules are
-//! public so that other tools can reuse the live client and the lint rules.
-
-#![warn(missing_docs)]
+#![doc = include_str!("../README.md")]
 
 pub mod args;
 pub mod audit;
@@ -14,6 +7,7 @@ pub mod lint;
 pub mod live;
 pub mod progress;
 pub mod source;
+mod suggest;
 mod table;
 pub mod text;
 pub mod verify;

@@ -27,6 +27,7 @@ use crate::text::shown;
 
 /// A lint rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// See the module table.
     UndeclaredHints,
@@ -83,13 +84,8 @@ impl Rule {
         if let Some(rule) = Rule::ALL.into_iter().find(|rule| rule.id() == id) {
             return Ok(rule);
         }
-        let closest = Rule::ALL
-            .into_iter()
-            .map(|rule| (strsim::jaro_winkler(id, rule.id()), rule))
-            .filter(|(score, _)| *score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        Err(match closest {
-            Some((_, rule)) => format!("unknown lint rule `{id}`: did you mean `{}`?", rule.id()),
+        Err(match crate::suggest::closest(id, Rule::ALL.map(Rule::id)) {
+            Some(rule) => format!("unknown lint rule `{id}`: did you mean `{rule}`?"),
             None => format!(
                 "unknown lint rule `{id}`: the rules are {}",
                 Rule::ALL.map(Rule::id).join(", ")

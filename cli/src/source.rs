@@ -142,6 +142,7 @@ impl Origin {
 
 /// Why no complete tool list could be had. Each is exit status 2.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SourceError {
     /// No target, or more than one kind.
     NoTarget,

@@ -166,12 +166,7 @@ fn check_snapshot_tool(list: &ToolList, name: &str, server: &str) -> Result<(), 
 /// `` (did you mean `x`?); its tools: a, b, c`` for an unknown tool name
 /// (the first 30 of them).
 fn closest_and_all(list: &ToolList, name: &str) -> String {
-    let closest = list
-        .tools
-        .iter()
-        .map(|tool| (strsim::jaro_winkler(name, &tool.name), &tool.name))
-        .filter(|(score, _)| *score > 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let closest = crate::suggest::closest(name, list.tools.iter().map(|tool| tool.name.as_str()));
     let mut names: Vec<String> = list
         .tools
         .iter()
@@ -186,7 +181,7 @@ fn closest_and_all(list: &ToolList, name: &str) -> String {
         false => format!("its tools: {}", names.join(", ")),
     };
     match closest {
-        Some((_, tool)) => format!(" (did you mean `{}`?); {all}", shown(tool)),
+        Some(tool) => format!(" (did you mean `{}`?); {all}", shown(tool)),
         None => format!("; {all}"),
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use peers::{NPM_SERVERS, installed};
 use serde_json::{Value, json};
-use support::{KeptAlive, notes_server};
+use support::{KeptAlive, SETTLE, notes_server, wait_for};
 
 /// alice's bearer token (a macro, so that [`PREAMBLE`] can hold it).
 macro_rules! alice_token {
@@ -189,14 +189,21 @@ impl Gateway {
     /// every 50 ms; after `bound`, the last reading (the caller's own
     /// assertions then say what is missing).
     fn log_when(&self, bound: Duration, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + bound;
-        loop {
-            let log = self.log();
-            if ready(&log) || Instant::now() >= deadline {
-                return log;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for(bound, || self.log(), |log| ready(log))
+    }
+
+    /// The audit log's entries once it has `count` entries of `phase`
+    /// (`decided` or `finished`), for [`SETTLE`] at most.
+    fn log_with(&self, phase: &str, count: usize) -> Vec<Value> {
+        self.log_when(SETTLE, |log| {
+            log.iter().filter(|entry| entry["phase"] == phase).count() >= count
+        })
+    }
+
+    /// The audit log's entries once it has `count` of them, for [`SETTLE`]
+    /// at most.
+    fn log_of(&self, count: usize) -> Vec<Value> {
+        self.log_when(SETTLE, |log| log.len() >= count)
     }
 
     fn address(&self) -> String {
@@ -401,7 +408,7 @@ fn python_client_sees_namespaced_tools_and_enforced_rules() {
 
     // The audit log: a decided and a finished entry per forwarded or
     // refused call, in that order, and never the token.
-    let log = gateway.log();
+    let log = gateway.log_with("finished", 7);
     let raw = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
     assert!(!raw.contains(TOKEN), "the token reached the log");
     let mut phases: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -601,7 +608,7 @@ window_secs = 600
     assert_ne!(results[2]["isError"], true, "{}", results[2]);
     assert!(text(&results[2]).contains("21:00"), "{}", results[2]);
     let decisions: Vec<(String, String)> = gateway
-        .log()
+        .log_with("decided", 6)
         .iter()
         .filter(|entry| entry["phase"] == "decided")
         .map(|entry| {
@@ -678,7 +685,11 @@ url = "http://127.0.0.1:{port}/mcp"
         stderr.contains("upstream `keyless` is unavailable"),
         "{stderr}"
     );
-    let log = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    let log = wait_for(
+        SETTLE,
+        || std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default(),
+        |log| log.contains("\"lookup\""),
+    );
     assert!(log.contains("\"lookup\""), "{log}");
     for (what, text) in [("audit log", &log), ("stderr", &stderr)] {
         assert!(!text.contains(KEY), "the header's value reached the {what}");
@@ -1001,6 +1012,12 @@ fn executions(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// [`executions`] once they are `count` at least, for [`SETTLE`] at most
+/// (a count that must stay 0 is read at once: there is nothing to wait for).
+fn executions_reach(dir: &Path, count: usize) -> usize {
+    wait_for(SETTLE, || executions(dir), |done| *done >= count)
+}
+
 #[test]
 fn upstream_list_changed_is_followed() {
     let dir = scratch("list-changed");
@@ -1100,11 +1117,11 @@ fn lost_responses_are_resent_only_when_replay_safe() {
     assert_eq!(text(&results[1]), "2");
     let said = stderr_line(&gateway, "upstream `fx` was started again");
     assert!(said.contains("what it kept in memory is gone"), "{said}");
-    assert_eq!(executions(&dir), 2, "each call ran exactly once");
+    assert_eq!(executions_reach(&dir, 2), 2, "each call ran exactly once");
     // The other upstream never stopped serving.
     assert_eq!(results[2]["isError"], false, "{}", results[2]);
     let finished: Vec<(String, String)> = gateway
-        .log()
+        .log_with("finished", 4)
         .iter()
         .filter(|entry| entry["phase"] == "finished")
         .map(|entry| {
@@ -1120,7 +1137,7 @@ fn lost_responses_are_resent_only_when_replay_safe() {
     );
     assert_eq!(finished[1], ("count".into(), "completed".into()));
     let peek = gateway
-        .log()
+        .log_with("finished", 4)
         .into_iter()
         .find(|entry| entry["phase"] == "finished" && entry["tool"] == "peek_once_then_die")
         .unwrap();
@@ -1137,7 +1154,7 @@ fn a_call_is_refused_unforwarded_once_the_audit_log_cannot_be_written() {
     let gateway = Gateway::start(&dir, &fx_config(&dir, &[], ""));
     let first = gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]));
     assert_eq!(first["results"][0]["isError"], false, "{first}");
-    assert_eq!(executions(&dir), 1);
+    assert_eq!(executions_reach(&dir, 1), 1);
     std::fs::remove_file(&gateway.log).unwrap();
     let second = gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]));
     let refused = &second["results"][0];
@@ -1262,14 +1279,25 @@ idempotentHint = false
     // Keyed: resent with the same key, and run once.
     assert_eq!(results[4]["isError"], false, "{}\n{context}", results[4]);
     // What ran upstream: the read twice (harmless), every write once.
-    assert_eq!(finished_runs(&executions, "read"), 2);
-    assert_eq!(finished_runs(&executions, "append"), 1);
-    assert_eq!(finished_runs(&executions, "set_value"), 1);
-    assert_eq!(finished_runs(&executions, "append_keyed"), 1);
-    let fired = std::fs::read_to_string(dir.join("faults.jsonl")).unwrap();
+    let runs = |tool, count| {
+        wait_for(
+            SETTLE,
+            || finished_runs(&executions, tool),
+            |done| *done >= count,
+        )
+    };
+    assert_eq!(runs("read", 2), 2);
+    assert_eq!(runs("append", 1), 1);
+    assert_eq!(runs("set_value", 1), 1);
+    assert_eq!(runs("append_keyed", 1), 1);
+    let fired = wait_for(
+        SETTLE,
+        || std::fs::read_to_string(dir.join("faults.jsonl")).unwrap_or_default(),
+        |fired| fired.lines().count() >= 4,
+    );
     assert_eq!(fired.lines().count(), 4, "{fired}");
     let finished: Vec<(String, String, u64)> = gateway
-        .log()
+        .log_with("finished", 4)
         .into_iter()
         .filter(|entry| entry["phase"] == "finished")
         .map(|entry| {
@@ -1289,7 +1317,7 @@ idempotentHint = false
     .map(|(tool, outcome, attempts)| (tool.to_owned(), outcome.to_owned(), attempts));
     assert_eq!(finished, expected);
     let decided = gateway
-        .log()
+        .log_with("finished", 4)
         .into_iter()
         .find(|entry| entry["tool"] == "set_value")
         .unwrap();
@@ -1370,10 +1398,11 @@ fn decide_parked(gateway: &Arc<Gateway>, ops: Value, verb: &str) -> Value {
     client.join().unwrap()
 }
 
-/// `PHASE:DECISION` of every audit log entry, in order.
-fn phases(gateway: &Gateway) -> Vec<String> {
+/// `PHASE:DECISION` of every audit log entry, in order, once there are
+/// `count` of them (for [`SETTLE`] at most).
+fn phases(gateway: &Gateway, count: usize) -> Vec<String> {
     gateway
-        .log()
+        .log_of(count)
         .iter()
         .map(|entry| {
             format!(
@@ -1446,9 +1475,9 @@ on_expiry = "deny"
         let result = &session["results"][0];
         assert_eq!(result["isError"], expected, "{verb}: {result}");
     }
-    assert_eq!(executions(&dir), 1, "only the approved call ran");
+    assert_eq!(executions_reach(&dir, 1), 1, "only the approved call ran");
     assert_eq!(
-        phases(&gateway),
+        phases(&gateway, 6),
         [
             "decided:require_approval",
             "decided:approved",
@@ -1567,7 +1596,7 @@ timeout_secs = 60
     assert!(String::from_utf8_lossy(&approved.stdout).starts_with("approved "));
     let session = client.join().unwrap();
     assert_eq!(session["results"][0]["isError"], false, "{session}");
-    assert_eq!(executions(&dir), 1);
+    assert_eq!(executions_reach(&dir, 1), 1);
 
     // The endpoint from the environment, with neither flag.
     let admin = format!("http://127.0.0.1:{port}");
@@ -1635,7 +1664,7 @@ on_expiry = "approve"
     assert_eq!(text(&results[1]), "went on");
     assert_eq!(executions(&dir), 0, "the expired, denied call never ran");
     let decisions: Vec<String> = gateway
-        .log()
+        .log_of(6)
         .iter()
         .map(|entry| {
             format!(
@@ -1666,9 +1695,11 @@ fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
     let extra = "[lock]\npath = \"gateway.lock\"\ndeny_drift = true\n";
     let echo = |text: &str| json!([call("fx__echo", json!({ "text": text }))]);
     let locked = |dir: &Path| -> Value {
-        let lock: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("gateway.lock")).unwrap())
-                .unwrap();
+        // Null until the file is there and whole.
+        let lock: Value = std::fs::read_to_string(dir.join("gateway.lock"))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
         lock["tools"]["fx__echo"].clone()
     };
     // A new tool (an empty lock): parked, approved, the lock written.
@@ -1676,7 +1707,7 @@ fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
         let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], extra)));
         let session = decide_parked(&gateway, echo("a"), "approve");
         assert_eq!(session["results"][0]["isError"], false, "{}", session);
-        assert!(locked(&dir).is_object());
+        assert!(wait_for(SETTLE, || locked(&dir), Value::is_object).is_object());
         // Approved now: the next call goes straight through.
         let again = gateway.python(TOKEN, "auto", &echo("b"));
         assert_eq!(again["results"][0]["isError"], false, "{again}");
@@ -1694,10 +1725,14 @@ fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
     // changed tool.
     let session = decide_parked(&gateway, echo("d"), "approve");
     assert_eq!(text(&session["results"][0]), "d", "{session}");
-    assert_ne!(locked(&dir), before, "the lock was not updated");
+    assert_ne!(
+        wait_for(SETTLE, || locked(&dir), |now| *now != before),
+        before,
+        "the lock was not updated"
+    );
     // Both gateways wrote to the same log.
     assert_eq!(
-        phases(&gateway),
+        phases(&gateway, 13),
         [
             "decided:drift",
             "decided:approved",
@@ -1744,7 +1779,12 @@ fn stdio_clients_are_principal_local() {
     let results = session["results"].as_array().unwrap();
     assert!(by_name(&results[0]).contains_key("fx__echo"));
     assert_eq!(text(&results[1]), "over stdio");
-    let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    // Whole lines only: the gateway may still be writing its last.
+    let text = wait_for(
+        SETTLE,
+        || std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default(),
+        |text| text.ends_with('\n') && text.lines().count() >= 2,
+    );
     let entries: Vec<Value> = text
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -1775,7 +1815,7 @@ fn an_upstream_that_would_not_start_serves_once_it_can() {
     );
     // The refusal is in the audit log, though the tool's hints are unknown.
     let refused: Vec<(String, String, String)> = gateway
-        .log()
+        .log_with("finished", 1)
         .iter()
         .map(|entry| {
             assert_eq!(
@@ -2004,7 +2044,7 @@ fn the_readme_python_client_works_as_printed() {
         "list_notes printed nothing: {stdout}"
     );
     // The call reached the gateway under alice's token.
-    let log = gateway.log();
+    let log = gateway.log_with("decided", 1);
     assert_eq!(log[0]["principal"], "alice");
     assert_eq!(log[0]["tool"], "list_notes");
 }
@@ -2420,7 +2460,10 @@ fn a_parked_call_is_denied_by_the_gateway_when_it_stops() {
         "the client's output: {answer}"
     );
     let entries: Vec<String> = gateway
-        .log()
+        .log_when(SETTLE, |log| {
+            log.iter()
+                .any(|entry| entry["id"] == ids[0].as_str() && entry["phase"] == "finished")
+        })
         .iter()
         .filter(|entry| entry["id"] == ids[0].as_str())
         .map(|entry| format!("{}:{}", entry["phase"].as_str().unwrap(), entry["decision"]))
@@ -2781,7 +2824,7 @@ fn a_call_to_an_upstream_that_cannot_be_started_again_says_so_in_a_sentence() {
         "{said}"
     );
     assert!(!said.contains("its calls"), "{said}");
-    assert_eq!(executions(&dir), 1, "only the call that died ran");
+    assert_eq!(executions_reach(&dir, 1), 1, "only the call that died ran");
 }
 
 /// The starter config, examples/gateway.toml, as checked in.

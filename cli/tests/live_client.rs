@@ -12,7 +12,7 @@
 mod support;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mcp_hints_cli::live::{
@@ -274,7 +274,7 @@ async fn a_server_that_exits_reports_its_status_and_stderr() {
         text.contains("\n  | fatal: MY_API_KEY is not set"),
         "{text}"
     );
-    assert_eq!(std::fs::read_to_string(&starts).unwrap(), "start\nstart\n");
+    assert_eq!(started(&starts, 2), "start\nstart\n");
 }
 
 #[tokio::test]
@@ -312,7 +312,7 @@ for line in sys.stdin:
     );
     assert_eq!(page, json!({"tools": []}));
     within("close", session.close()).await;
-    assert_eq!(std::fs::read_to_string(&starts).unwrap(), "start\nstart\n");
+    assert_eq!(started(&starts, 2), "start\nstart\n");
 }
 
 #[tokio::test]
@@ -367,6 +367,16 @@ fn pid_file(name: &str) -> PathBuf {
     let file = std::env::temp_dir().join(format!("mcp-hints-live-{}-{name}", std::process::id()));
     let _ = std::fs::remove_file(&file);
     file
+}
+
+/// What servers wrote to `file` as they started, once `count` lines are
+/// there (for [`support::SETTLE`] at most).
+fn started(file: &Path, count: usize) -> String {
+    support::wait_for(
+        support::SETTLE,
+        || std::fs::read_to_string(file).unwrap_or_default(),
+        |text| text.lines().count() >= count,
+    )
 }
 
 #[tokio::test]

@@ -155,6 +155,7 @@ impl fmt::Display for Hint {
 /// A hint serialises as its [`wire_name`](Hint::wire_name)
 /// (`"readOnlyHint"`).
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl serde::Serialize for Hint {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.wire_name())

@@ -26,7 +26,7 @@ use crate::inject::{Fired, Injector};
 use crate::jsonrpc::{response_ids, tool_calls};
 use crate::process::kill_process;
 use crate::spec::Action;
-use crate::sse::SseScanner;
+use crate::sse::{self, Until};
 
 /// How long connecting to the upstream may take before the client gets 502.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -445,8 +445,16 @@ async fn hold_until_response(headers: &HeaderMap, mut body: Incoming, id: &Value
                 .to_ascii_lowercase()
                 .starts_with("text/event-stream")
         });
-    let mut scanner = event_stream.then(SseScanner::new);
     let mut held = BytesMut::new();
+    if event_stream {
+        match sse::hold_until(&mut body, &mut held, |data| response_ids(data).contains(id)).await {
+            Ok(Until::Wanted) => return Replayed::new(held.freeze(), Some(body), None),
+            Ok(Until::Ended) => return Replayed::new(held.freeze(), None, None),
+            Err(error) => return Replayed::new(held.freeze(), None, Some(error)),
+            // No event stream after all: the rest as it comes.
+            Ok(Until::Refused) => {}
+        }
+    }
     loop {
         let frame = match body.frame().await {
             None => return Replayed::new(held.freeze(), None, None),
@@ -454,18 +462,8 @@ async fn hold_until_response(headers: &HeaderMap, mut body: Incoming, id: &Value
             Some(Ok(frame)) => frame,
         };
         // Trailers are dropped: SSE and JSON responses carry none.
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        held.extend_from_slice(&data);
-        if let Some(scanner) = scanner.as_mut() {
-            let answered = scanner
-                .push(&data)
-                .iter()
-                .any(|event| response_ids(event).contains(id));
-            if answered {
-                return Replayed::new(held.freeze(), Some(body), None);
-            }
+        if let Ok(data) = frame.into_data() {
+            held.extend_from_slice(&data);
         }
     }
 }

@@ -28,7 +28,6 @@
 //! tests drive through the proxy: four tools that declare every hint (one
 //! keyed, on an in-memory, redb or Redis store), and an executions file
 //! that counts every handler run (see its `--help`).
-#![warn(missing_docs)]
 
 mod body;
 pub mod http;

@@ -1,5 +1,6 @@
-//! Killing servers (one process, or a stdio server's whole process group) and
-//! waiting for the signals that stop the proxy itself.
+//! Killing a server (one process; a stdio server's whole process group is
+//! killed by `mcp_hints::process_group`) and waiting for the signals that
+//! stop the proxy itself.
 
 use std::io;
 
@@ -22,22 +23,6 @@ pub fn kill_process(pid: i32) -> io::Result<()> {
         ));
     }
     signal::kill(Pid::from_raw(pid), Signal::SIGKILL).map_err(io::Error::from)
-}
-
-/// Sends SIGKILL to every process in group `pgid`, so a server started
-/// through a wrapper (`sh -c`, `npx`, `uv run`) dies with what it started.
-///
-/// # Errors
-///
-/// As [`kill_process`].
-pub fn kill_group(pgid: i32) -> io::Result<()> {
-    if pgid < 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{pgid} is not a process group id"),
-        ));
-    }
-    signal::killpg(Pid::from_raw(pgid), Signal::SIGKILL).map_err(io::Error::from)
 }
 
 /// Handlers for SIGINT and SIGTERM, installed as soon as this is made: from

@@ -1,97 +1,196 @@
 //! Server-sent events read as they arrive, so a fault can wait for the one
 //! event that carries a given response while holding back the bytes.
 
-/// Splits a `text/event-stream` into the `data` of its events, fed in
-/// chunks of any size (a line or a CRLF may be cut between two chunks).
-///
-/// Follows the HTML event-stream rules: lines end in CRLF, LF or CR; `data:`
-/// lines of one event are joined with LF; an empty line ends an event; a line
-/// starting with `:` is a comment; other fields are ignored.
-#[derive(Debug, Default)]
-pub struct SseScanner {
-    line: Vec<u8>,
-    data: Vec<u8>,
-    has_data: bool,
-    // The previous chunk ended in CR: an LF opening this one belongs to it.
-    after_cr: bool,
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures_core::Stream;
+use http_body::{Body, Frame};
+use sse_stream::SseStream;
+
+/// How [`hold_until`] stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Until {
+    /// An event was wanted; the rest of the body is unread.
+    Wanted,
+    /// The body ended first (an event it ends in the middle of is not an
+    /// event).
+    Ended,
+    /// The body holds what `sse-stream` refuses (a line with no colon, an
+    /// unknown field, text that is not UTF-8); the rest is unread, and no
+    /// event of it is looked at.
+    Refused,
 }
 
-impl SseScanner {
-    /// A scanner at the start of a stream.
-    pub fn new() -> Self {
-        SseScanner::default()
-    }
-
-    /// Feeds the next bytes; returns the `data` of every event they complete,
-    /// in order.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
-        let mut events = Vec::new();
-        for &byte in chunk {
-            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
-                continue;
-            }
-            match byte {
-                b'\n' => self.end_line(&mut events),
-                b'\r' => {
-                    self.end_line(&mut events);
-                    self.after_cr = true;
+/// Reads `body`, a `text/event-stream`, until the `data` of an event
+/// satisfies `wanted`, keeping every byte read in `held` (whole frames: an
+/// event after the wanted one in the same frame is held too).
+///
+/// The events are parsed by `sse-stream`, the parser rmcp's own client
+/// uses: the HTML event-stream rules (lines end in CRLF, LF or CR, cut
+/// between frames or not; `data:` lines of one event joined with LF; an
+/// empty line ends an event; a line starting with `:` is a comment).
+///
+/// # Errors
+///
+/// The body's own error, after what it gave before.
+pub async fn hold_until<B>(
+    body: &mut B,
+    held: &mut BytesMut,
+    mut wanted: impl FnMut(&[u8]) -> bool,
+) -> Result<Until, B::Error>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let mut failure = None;
+    let mut events = SseStream::new(Held {
+        body,
+        held,
+        failure: &mut failure,
+    });
+    let until = loop {
+        match std::future::poll_fn(|context| Pin::new(&mut events).poll_next(context)).await {
+            Some(Ok(event)) => {
+                if event.data.is_some_and(|data| wanted(data.as_bytes())) {
+                    break Until::Wanted;
                 }
-                byte => self.line.push(byte),
             }
+            Some(Err(_)) => break Until::Refused,
+            None => break Until::Ended,
         }
-        events
+    };
+    drop(events);
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(until),
     }
+}
 
-    fn end_line(&mut self, events: &mut Vec<Vec<u8>>) {
-        let line = std::mem::take(&mut self.line);
-        if line.is_empty() {
-            if std::mem::take(&mut self.has_data) {
-                events.push(std::mem::take(&mut self.data));
+/// `body` as `sse-stream` reads it, each data frame copied to `held` on the
+/// way; its error is kept in `failure` (and ends the stream).
+struct Held<'a, B: Body> {
+    body: &'a mut B,
+    held: &'a mut BytesMut,
+    failure: &'a mut Option<B::Error>,
+}
+
+impl<B> Body for Held<'_, B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        loop {
+            let frame = match std::task::ready!(Pin::new(&mut *self.body).poll_frame(context)) {
+                None => return Poll::Ready(None),
+                Some(Err(error)) => {
+                    *self.failure = Some(error);
+                    return Poll::Ready(None);
+                }
+                Some(Ok(frame)) => frame,
+            };
+            // Trailers are dropped: SSE responses carry none.
+            if let Ok(data) = frame.into_data() {
+                self.held.extend_from_slice(&data);
+                return Poll::Ready(Some(Ok(Frame::data(data))));
             }
-            return;
-        }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(0) => return,
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (&line[..], &[][..]),
-        };
-        if field == b"data" {
-            if self.has_data {
-                self.data.push(b'\n');
-            }
-            self.data.extend_from_slice(value);
-            self.has_data = true;
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use super::*;
 
-    #[test]
-    fn events_split_across_chunks_and_line_endings() {
+    /// A body of `chunks`, one frame each.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+        }
+    }
+
+    /// The data of every event of `chunks`, and the bytes held.
+    async fn events(chunks: &[&[u8]]) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let mut body = Chunks(chunks.iter().map(|c| Bytes::copy_from_slice(c)).collect());
+        let (mut held, mut seen) = (BytesMut::new(), Vec::new());
+        let found = hold_until(&mut body, &mut held, |data| {
+            seen.push(data.to_vec());
+            false
+        })
+        .await;
+        assert_eq!(found, Ok(Until::Ended));
+        (seen, held.to_vec())
+    }
+
+    #[tokio::test]
+    async fn events_split_across_chunks_and_line_endings() {
         let stream = b": comment\r\nevent: message\r\nid: 1\r\ndata: {\"a\":\r\ndata:1}\r\n\r\nretry: 5\n\ndata: two\r\rdata:x\n\n";
         for cut in 0..stream.len() {
-            let mut scanner = SseScanner::new();
-            let mut events = scanner.push(&stream[..cut]);
-            events.extend(scanner.push(&stream[cut..]));
+            let (events, held) = events(&[&stream[..cut], &stream[cut..]]).await;
             assert_eq!(
                 events,
                 vec![b"{\"a\":\n1}".to_vec(), b"two".to_vec(), b"x".to_vec()],
                 "cut at {cut}"
             );
+            assert_eq!(held, stream, "cut at {cut}");
         }
     }
 
-    #[test]
-    fn an_unfinished_event_is_not_an_event() {
-        let mut scanner = SseScanner::new();
-        assert_eq!(scanner.push(b"data: half"), Vec::<Vec<u8>>::new());
-        assert_eq!(scanner.push(b"\n"), Vec::<Vec<u8>>::new());
-        assert_eq!(scanner.push(b"\n"), vec![b"half".to_vec()]);
+    #[tokio::test]
+    async fn an_unfinished_event_is_not_an_event() {
+        assert_eq!(events(&[b"data: half"]).await.0, Vec::<Vec<u8>>::new());
+        assert_eq!(
+            events(&[b"data: half", b"\n"]).await.0,
+            Vec::<Vec<u8>>::new()
+        );
+        assert_eq!(
+            events(&[b"data: half", b"\n", b"\n"]).await.0,
+            vec![b"half".to_vec()]
+        );
+    }
+
+    #[tokio::test]
+    async fn what_sse_stream_refuses_leaves_the_rest_unread() {
+        let mut body = Chunks(
+            [&b"data: a\n\nnot a field\n"[..], b"data: b\n\n"]
+                .map(Bytes::from_static)
+                .into(),
+        );
+        let mut held = BytesMut::new();
+        let found = hold_until(&mut body, &mut held, |_| false).await;
+        assert_eq!(found, Ok(Until::Refused));
+        assert_eq!(&held[..], b"data: a\n\nnot a field\n");
+        assert_eq!(body.0.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_rest_is_left_once_an_event_is_wanted() {
+        let mut body = Chunks(
+            [&b"data: a\n\ndata: b\n"[..], b"\n", b"data: c\n\n"]
+                .map(Bytes::from_static)
+                .into(),
+        );
+        let mut held = BytesMut::new();
+        let found = hold_until(&mut body, &mut held, |data| data == b"b").await;
+        assert_eq!(found, Ok(Until::Wanted));
+        assert_eq!(&held[..], b"data: a\n\ndata: b\n\n");
+        assert_eq!(body.0, [Bytes::from_static(b"data: c\n\n")]);
     }
 }

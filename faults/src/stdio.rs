@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::inject::{Fired, Injector};
 use crate::jsonrpc::{response_ids, tool_calls};
-use crate::process::{ShutdownSignals, kill_group};
+use crate::process::ShutdownSignals;
 use crate::spec::Action;
 
 /// After the client closes our stdin (and we close the server's): how long
@@ -151,7 +151,9 @@ impl Server {
         if self.exited.load(Ordering::SeqCst) {
             return;
         }
-        if let Err(error) = kill_group(self.pgid) {
+        // The whole group, so a server started through a wrapper dies with
+        // what it started.
+        if let Err(error) = mcp_hints::process_group::kill(self.pgid) {
             eprintln!(
                 "fault-proxy: cannot kill the server's process group {}: {error}",
                 self.pgid

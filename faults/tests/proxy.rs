@@ -41,6 +41,32 @@ fn read(path: &PathBuf) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// `read()`, again every 20 ms until it equals `expected`, for [`WAIT`] at
+/// most: the last reading either way. What the server read and the fault
+/// log are written by other processes, which on a loaded machine may not
+/// have written yet when a test first looks.
+fn settled<T: PartialEq<U>, U>(expected: &U, mut read: impl FnMut() -> T) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = read();
+        if value == *expected || Instant::now() >= deadline {
+            return value;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `assert_eq!(READ, EXPECTED, ...)` on what another process writes: READ
+/// again until it equals EXPECTED (see [`settled`]), then the assertion on
+/// the last reading.
+macro_rules! assert_settled_eq {
+    ($read:expr, $expected:expr $(, $($message:tt)+)?) => {{
+        let expected = $expected;
+        let value = settled(&expected, || $read);
+        assert_eq!(value, expected $(, $($message)+)?);
+    }};
+}
+
 /// Polls `done` until it holds, for at most [`WAIT`].
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
@@ -277,8 +303,8 @@ fn stdio_relays_other_traffic_byte_for_byte() {
         proxy.recv_bytes().0,
         b"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{\"echo\":\"odd\"}}\n"
     );
-    assert_eq!(proxy.received().as_bytes(), sent.concat());
-    assert_eq!(proxy.log(), "");
+    assert_settled_eq!(proxy.received().into_bytes(), sent.concat());
+    assert_settled_eq!(proxy.log(), "");
 }
 
 #[test]
@@ -289,8 +315,8 @@ fn stdio_drop_request_never_reaches_the_server() {
     // The server answers in order: once 2 is answered, 1 would have been.
     assert_eq!(proxy.recv().0, answer("2", "sub"));
     proxy.assert_quiet();
-    assert_eq!(proxy.received(), format!("{}\n", call("2", "sub")));
-    assert_eq!(proxy.log(), log_line("drop-request", "add", "1", 1));
+    assert_settled_eq!(proxy.received(), format!("{}\n", call("2", "sub")));
+    assert_settled_eq!(proxy.log(), log_line("drop-request", "add", "1", 1));
 }
 
 #[test]
@@ -301,11 +327,11 @@ fn stdio_drop_response_swallows_that_response_only() {
     assert_eq!(proxy.recv().0, answer("2", "add"));
     proxy.assert_quiet();
     // The call ran: the server read it.
-    assert_eq!(
+    assert_settled_eq!(
         proxy.received(),
         format!("{}\n{}\n", call(r#""a-1""#, "add"), call("2", "add"))
     );
-    assert_eq!(proxy.log(), log_line("drop-response", "add", r#""a-1""#, 1));
+    assert_settled_eq!(proxy.log(), log_line("drop-response", "add", r#""a-1""#, 1));
 }
 
 #[test]
@@ -325,7 +351,7 @@ fn stdio_delay_response_is_late_while_other_traffic_flows() {
         "late by {:?} only",
         at - sent
     );
-    assert_eq!(proxy.log(), log_line("delay-response", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("delay-response", "add", "1", 1));
 }
 
 #[test]
@@ -336,7 +362,7 @@ fn stdio_kill_server_kills_the_process_group_and_exits_zero() {
     assert!(proxy.wait().success());
     assert!(process_is_gone(server), "the server is alive");
     eventually("the server's helper is gone", || process_is_gone(helper));
-    assert_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
 }
 
 #[test]
@@ -354,7 +380,7 @@ fn stdio_kill_server_ms_kills_that_much_later() {
         closed - sent
     );
     assert_eq!(proxy.wait().code(), Some(0));
-    assert_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
 }
 
 #[test]
@@ -364,10 +390,10 @@ fn stdio_kill_after_response_runs_the_call_but_the_client_never_hears() {
     proxy.send(&call("5", "add"));
     proxy.assert_stdout_closed();
     assert_eq!(proxy.wait().code(), Some(0));
-    assert_eq!(proxy.received(), format!("{}\n", call("5", "add")));
+    assert_settled_eq!(proxy.received(), format!("{}\n", call("5", "add")));
     assert!(process_is_gone(server), "the server is alive");
     eventually("the server's helper is gone", || process_is_gone(helper));
-    assert_eq!(proxy.log(), log_line("kill-after-response", "add", "5", 1));
+    assert_settled_eq!(proxy.log(), log_line("kill-after-response", "add", "5", 1));
 }
 
 #[test]
@@ -379,7 +405,7 @@ fn stdio_nth_selects_only_that_call() {
     assert_eq!(proxy.recv().0, answer("1", "add"));
     assert_eq!(proxy.recv().0, answer("3", "add"));
     proxy.assert_quiet();
-    assert_eq!(proxy.log(), log_line("drop-response", "add", "2", 2));
+    assert_settled_eq!(proxy.log(), log_line("drop-response", "add", "2", 2));
 }
 
 #[test]
@@ -396,7 +422,7 @@ fn stdio_first_spec_listed_wins_and_at_star_fires_on_every_match() {
     assert_eq!(proxy.recv().0, answer("4", "ping"));
     proxy.assert_quiet();
     // Call 1 never arrived; 2 and 3 did, unanswered.
-    assert_eq!(
+    assert_settled_eq!(
         proxy.received(),
         format!(
             "{}\n{}\n{}\n",
@@ -406,7 +432,7 @@ fn stdio_first_spec_listed_wins_and_at_star_fires_on_every_match() {
         )
     );
     // `*@*` counts call 1 too, though `drop-request:add` took it.
-    assert_eq!(
+    assert_settled_eq!(
         proxy.log(),
         [
             log_line("drop-request", "add", "1", 1),
@@ -904,7 +930,7 @@ fn http_relays_requests_and_headers_both_ways_byte_for_byte() {
         ("DELETE", Some(SESSION))
     );
     assert_eq!(response.status, 204);
-    assert_eq!(proxy.log(), "");
+    assert_settled_eq!(proxy.log(), "");
 }
 
 #[test]
@@ -996,7 +1022,7 @@ fn http_drop_request_never_reaches_the_upstream_and_is_never_answered() {
     let response = post(proxy.addr, "/mcp", &call("2", "add"), "", WAIT).response();
     assert_eq!(response.body, answer("2", "add").as_bytes());
     assert_eq!(upstream.next_request().body, call("2", "add").as_bytes());
-    assert_eq!(proxy.log(), log_line("drop-request", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("drop-request", "add", "1", 1));
 }
 
 #[test]
@@ -1015,7 +1041,7 @@ fn http_drop_response_json_closes_the_connection_without_a_byte() {
     );
     let response = post(proxy.addr, "/mcp", &call("2", "add"), "", WAIT).response();
     assert_eq!(response.body, answer("2", "add").as_bytes());
-    assert_eq!(proxy.log(), log_line("drop-response", "add", r#""r-1""#, 1));
+    assert_settled_eq!(proxy.log(), log_line("drop-response", "add", r#""r-1""#, 1));
 }
 
 #[test]
@@ -1027,7 +1053,7 @@ fn http_drop_response_event_stream_waits_for_the_response_event() {
     // The upstream sends its response event 100 ms in; the abort waited for it.
     assert!(exchange.sent.elapsed() >= Duration::from_millis(100));
     assert_eq!(upstream.next_request().target, "/sse");
-    assert_eq!(proxy.log(), log_line("drop-response", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("drop-response", "add", "1", 1));
 }
 
 #[test]
@@ -1061,7 +1087,7 @@ fn http_delay_response_delivers_the_same_bytes_late() {
     let late = post(proxy.addr, "/mcp", &call("2", "add"), "", WAIT);
     assert!(late.first_byte.expect("no response") - late.sent >= Duration::from_millis(500));
     assert_eq!(late.response().body, answer("2", "add").as_bytes());
-    assert_eq!(proxy.log(), log_line("delay-response", "add", "2", 1));
+    assert_settled_eq!(proxy.log(), log_line("delay-response", "add", "2", 1));
 }
 
 #[test]
@@ -1080,7 +1106,7 @@ fn http_kill_server_kills_the_upstream_pid_then_closes_the_connection() {
     assert_sigkilled(&mut victim);
     // Forwarded before the kill.
     assert_eq!(upstream.next_request().body, call("1", "add").as_bytes());
-    assert_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
+    assert_settled_eq!(proxy.log(), log_line("kill-server", "add", "1", 1));
 }
 
 #[test]
@@ -1096,7 +1122,7 @@ fn http_kill_after_response_runs_the_call_then_kills_and_aborts() {
     post(proxy.addr, "/sse", &call("9", "add"), "", WAIT).assert_aborted();
     assert_eq!(upstream.next_request().body, call("9", "add").as_bytes());
     assert_sigkilled(&mut victim);
-    assert_eq!(proxy.log(), log_line("kill-after-response", "add", "9", 1));
+    assert_settled_eq!(proxy.log(), log_line("kill-after-response", "add", "9", 1));
 }
 
 #[test]
@@ -1111,7 +1137,7 @@ fn http_nth_selects_only_that_call() {
     for id in ["1", "2", "3"] {
         assert_eq!(upstream.next_request().body, call(id, "add").as_bytes());
     }
-    assert_eq!(proxy.log(), log_line("drop-response", "add", "2", 2));
+    assert_settled_eq!(proxy.log(), log_line("drop-response", "add", "2", 2));
 }
 
 // ---------------------------------------------------------------- command line

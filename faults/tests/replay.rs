@@ -32,7 +32,7 @@ use serde_json::json;
 use redis_support::RedisServer;
 use support::{
     CALL_TIMEOUT, Executions, Http, Scratch, Server, StdioRig, builder, eventually, fault, faults,
-    within,
+    settled, settled_when, within,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -197,8 +197,14 @@ impl AtMostOnce {
             rig.settle().await;
         }
         let name = self.fault.split([':', '=']).next().unwrap();
-        assert_eq!(rig.faults(), [fault(name, "append", 1)], "{}", rig.stderr());
-        let executions = rig.executions().of("append");
+        let fired = [fault(name, "append", 1)];
+        assert_eq!(
+            settled(&fired, || rig.faults()).await,
+            fired,
+            "{}",
+            rig.stderr()
+        );
+        let executions = settled(&self.executions, || rig.executions().of("append")).await;
         assert_eq!(executions, self.executions, "{}", rig.stderr());
         assert_eq!(rig.client.restarts().await, 0);
     }
@@ -347,17 +353,28 @@ async fn replay_safe_calls_are_resent(test: &str, transport: Transport) {
         (1, Some(json!({"entries": 1})))
     );
 
+    let fired = [
+        fault("drop-response", "read", 1),
+        fault("drop-response", "set_value", 1),
+        fault("drop-response", "append_keyed", 1),
+    ];
     assert_eq!(
-        rig.faults(),
-        [
-            fault("drop-response", "read", 1),
-            fault("drop-response", "set_value", 1),
-            fault("drop-response", "append_keyed", 1),
-        ],
+        settled(&fired, || rig.faults()).await,
+        fired,
         "{}",
         rig.stderr()
     );
-    let executions = rig.executions();
+    let executions = settled_when(
+        || rig.executions(),
+        |executions| {
+            [
+                executions.of("read"),
+                executions.of("set_value"),
+                executions.of("append_keyed"),
+            ] == [(3, 3), (2, 2), (1, 1)]
+        },
+    )
+    .await;
     assert_eq!(executions.of("read"), (3, 3), "{executions:?}");
     assert_eq!(executions.of("set_value"), (2, 2), "{executions:?}");
     assert_eq!(executions.of("append_keyed"), (1, 1), "{executions:?}");
@@ -423,7 +440,11 @@ async fn one_key_runs_once_under_concurrency(test: &str, store: impl FnOnce(&Scr
         in_progress >= 1,
         "no call overlapped the first ({replays} replays)"
     );
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append_keyed") == (1, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (1, 1),
@@ -477,12 +498,16 @@ async fn restart_replays_the_recorded_result(test: &str, store: impl FnOnce(&Scr
     assert_eq!(stdio.starts(), 2);
     assert_eq!(client.restarts().await, 1);
     assert_eq!(
-        faults(stdio.fault_log()),
+        settled_when(|| faults(stdio.fault_log()), |fired| !fired.is_empty()).await,
         [fault("kill-after-response", "append_keyed", 1)],
         "{}",
         scratch.stderr_text()
     );
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append_keyed") == (1, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (1, 1),
@@ -509,7 +534,11 @@ async fn a_keyed_call_is_not_resent_to_a_restarted_server_unless_its_keys_surviv
         lost.stopped
     );
     assert_eq!(client.restarts().await, 1);
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append_keyed") == (1, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (1, 1),
@@ -567,12 +596,16 @@ async fn a_key_whose_process_died_is_in_progress_until_its_lease_is_over_on_redb
 
     assert_eq!(stdio.starts(), 2);
     assert_eq!(
-        faults(stdio.fault_log()),
+        settled_when(|| faults(stdio.fault_log()), |fired| !fired.is_empty()).await,
         [fault("kill-server", "append_keyed", 1)],
         "{}",
         scratch.stderr_text()
     );
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append_keyed") == (2, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (2, 1),
@@ -607,7 +640,11 @@ async fn the_same_key_with_other_arguments_is_refused_as_a_conflict() {
         }
         other => panic!("expected a conflict, got {other:?}"),
     }
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append_keyed") == (1, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (1, 1),
@@ -655,7 +692,11 @@ async fn two_replicas_sharing_redis_run_a_key_once_between_them() {
     assert_eq!(replay.attempts, 1);
     assert!(replay.asks >= 1, "asks: {}", replay.asks);
 
-    let counts = Executions::read_all(&files);
+    let counts = settled_when(
+        || Executions::read_all(&files),
+        |counts| counts.of("append_keyed") == (1, 1),
+    )
+    .await;
     assert_eq!(
         counts.of("append_keyed"),
         (1, 1),
@@ -697,7 +738,7 @@ async fn an_untrusted_servers_calls_are_never_resent_whatever_they_declare() {
         assert_eq!(unknown.attempts, 1, "{unknown}");
         assert!(timed_out(&unknown.last_error), "{:?}", unknown.last_error);
     }
-    let mut fired = rig.faults();
+    let mut fired = settled_when(|| rig.faults(), |fired| fired.len() >= 3).await;
     fired.sort();
     assert_eq!(
         fired,
@@ -709,7 +750,15 @@ async fn an_untrusted_servers_calls_are_never_resent_whatever_they_declare() {
         "{}",
         rig.stderr()
     );
-    let executions = rig.executions();
+    let executions = settled_when(
+        || rig.executions(),
+        |executions| {
+            ["read", "set_value", "append_keyed"]
+                .iter()
+                .all(|tool| executions.of(tool) == (1, 1))
+        },
+    )
+    .await;
     for tool in ["read", "set_value", "append_keyed"] {
         assert_eq!(executions.of(tool), (1, 1), "{tool}: {executions:?}");
     }
@@ -782,7 +831,11 @@ async fn a_session_re_initialised_before_the_answer_is_a_lost_response() {
     assert_eq!(unknown.attempts, 1);
     assert!(within("the killed call", killer).await.unwrap().is_err());
 
-    let counts = Executions::read(&executions);
+    let counts = settled_when(
+        || Executions::read(&executions),
+        |counts| counts.of("append") == (1, 0),
+    )
+    .await;
     assert_eq!(counts.of("append"), (1, 0), "{}", http.stderr_text());
     assert_eq!(faults(&http.fault_log), [fault("kill-server", "read", 1)]);
 }

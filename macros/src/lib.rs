@@ -1,16 +1,12 @@
-//! Procedural macros of [`mcp-hints`](https://docs.rs/mcp-hints): `#[tool]`,
-//! `#[tool_router]` and `#[tool_handler]`.
-//!
-//! Depend on `mcp-hints`, which re-exports these macros and everything the
-//! generated code needs; the documentation of each macro lives there.
-//!
-//! Each macro runs parse -> validate -> expand: `attr` parses arguments
-//! into spanned structs, `decl` and `name` check them, collecting every
-//! error in a `ctxt::Ctxt`, and `expand` generates code. When there are
-//! errors, `fallback` still emits the user's items, so one mistake gives
-//! one error. The hint table, the lint's rule and words, the contradictions
-//! and the tool-name rule come from `mcp-hints-core`, which the runtime
-//! and the `mcp-hints` command use too.
+#![doc = include_str!("../README.md")]
+
+// Each macro runs parse -> validate -> expand: `attr` parses arguments into
+// spanned structs, `decl` and `name` check them, collecting every error in a
+// `ctxt::Ctxt`, and `expand` generates code. When there are errors,
+// `fallback` still emits the user's items, so one mistake gives one error.
+// The hint table, the lint's rule and words, the contradictions and the
+// tool-name rule come from `mcp-hints-core`, which the runtime and the
+// `mcp-hints` command use too.
 
 mod attr;
 mod ctxt;

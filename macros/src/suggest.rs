@@ -1,5 +1,11 @@
 //! "did you mean" for misspelt keys.
 
+/// How alike (Jaro-Winkler, 0 to 1) a candidate must be to the unknown key
+/// to be suggested, case, `-` and `_` aside. The `mcp-hints` command
+/// suggests with the same rule (its `suggest` module): a proc-macro crate
+/// can share no function with it.
+const ALIKE: f64 = 0.85;
+
 /// The closest candidate to `unknown`, when it is close enough to be a
 /// likely typo. Case and `-`/`_` are ignored, so `readOnly` and `read-only`
 /// both find `read_only`.
@@ -11,7 +17,7 @@ pub fn closest<'a>(unknown: &str, candidates: &[&'a str]) -> Option<&'a str> {
             let score = strsim::jaro_winkler(&wanted, &normalize(candidate));
             (score, *candidate)
         })
-        .filter(|(score, _)| *score >= 0.85)
+        .filter(|(score, _)| *score >= ALIKE)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
 }

@@ -242,6 +242,7 @@ impl fmt::Display for DeliveryUnknown {
 /// Why a sent request's answer is missing: what makes its delivery
 /// unknown.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Lost {
     /// No response within the call's timeout (the client then sent
     /// `notifications/cancelled`).
@@ -274,6 +275,7 @@ pub enum Lost {
 /// Why a call has no [`Outcome`]. None of these ran the tool, except as
 /// said.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     /// The tool is not in the server's complete `tools/list`: not called.
     #[error("{}", .verdict.reason)]
@@ -332,6 +334,7 @@ pub enum CallError {
 
 /// Why a client could not be built, or its tool list collected.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The connection factory failed.
     #[error("cannot connect to the MCP server: {0}")]

@@ -159,6 +159,7 @@ impl ToolList {
 /// Why a `tools/list` could not be collected. Pages count from 1, tools
 /// within a page from 1.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CollectError {
     /// A page is not a JSON object.
     PageNotObject {

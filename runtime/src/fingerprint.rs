@@ -24,6 +24,7 @@ use crate::hints::{Hint, ToolHints};
 /// A member of a tool definition that a [`Fingerprint`] covers, besides the
 /// name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Part {
     /// `title`.
     Title,
@@ -186,6 +187,7 @@ pub struct PinnedTool {
 
 /// Why a [`Lock`] cannot be made or read.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum LockError {
     /// A tool of the list was collected without
     /// [`CollectOptions::fingerprints`](crate::collect::CollectOptions::fingerprints).

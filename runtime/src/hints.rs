@@ -213,6 +213,7 @@ impl ToolHints {
 
 /// Why the hints of a tool definition could not be read from JSON.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HintError {
     /// `annotations` is neither an object nor `null`; `found` is its JSON
     /// type (`"array"`, `"string"`, ...).

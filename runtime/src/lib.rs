@@ -1,9 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![warn(missing_docs)]
 
 pub mod canonical;
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 pub mod collect;
 pub mod fingerprint;
@@ -12,15 +12,26 @@ pub mod idempotency;
 pub mod jsonrpc;
 pub mod pagination;
 pub mod policy;
+#[cfg(all(unix, feature = "client"))]
+#[doc(hidden)]
+pub mod process_group;
 pub mod stdio;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 #[cfg(feature = "verify")]
+#[cfg_attr(docsrs, doc(cfg(feature = "verify")))]
 pub mod verify;
 pub mod wire;
 
 #[doc(hidden)]
 pub mod __private;
+
+// The repository README's examples (its quickstart server among them), run
+// as doctests here: this crate's front page is its own README.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadme;
 
 pub use hints::{Hint, HintError, HintValue, PROVENANCE_META_KEY, Provenance, ToolHints};
 

@@ -124,6 +124,7 @@ pub struct Call {
 
 /// What a call got back.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Answer {
     /// A `CallToolResult`; `is_error` is its `isError`.
     Result {

@@ -119,6 +119,7 @@ impl Resolution {
 
 /// Why an approver's decision was not taken.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApprovalError {
     /// No call with this id is parked: never parked, decided already,
     /// expired, or its client went away. The admin endpoint answers 404.

@@ -259,6 +259,7 @@ impl Default for PolicyConfig {
 /// `policy.default`: `"allow"` or `"deny"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DefaultAction {
     /// `"allow"`: a call no rule matches goes on.
     Allow,
@@ -284,6 +285,7 @@ pub struct UpstreamConfig {
 
 /// How an upstream is reached.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum UpstreamTransport {
     /// `command = ["PROGRAM", "ARG", ...]` with optional `env`: a stdio
     /// server the gateway starts. A relative `PROGRAM` with a `/` in it is
@@ -348,6 +350,7 @@ pub struct RuleConfig {
 
 /// A rule's action, with the keys each one takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RuleAction {
     /// `action = "deny"`.
     Deny,
@@ -425,6 +428,7 @@ impl fmt::Display for Predicate {
 
 /// Why a config could not be loaded.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     Read {
@@ -1666,12 +1670,8 @@ fn predicate(text: &str) -> Result<Predicate, String> {
 
 /// ` (did you mean `X`?)` when one of `known` is close to `given`.
 fn suggestion(given: &str, known: &[&str]) -> String {
-    known
-        .iter()
-        .map(|name| (strsim::jaro_winkler(given, name), name))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, name)| format!(" (did you mean `{name}`?)"))
+    crate::suggest::closest(given, known.iter().copied())
+        .map(|name| format!(" (did you mean `{name}`?)"))
         .unwrap_or_default()
 }
 

@@ -1167,12 +1167,12 @@ fn hints_text(hints: &Value) -> String {
 }
 
 /// RFC 3339 times: written in UTC with milliseconds
-/// (`2026-03-16T09:30:00.123Z`), read with any offset and fraction.
-/// `std::time::SystemTime` and the proleptic Gregorian calendar (Howard
-/// Hinnant's day-count algorithms): the workspace has no date crate, and
-/// these two functions are all the gateway needs.
+/// (`2026-03-16T09:30:00.123Z`), read with any offset and fraction, by
+/// chrono.
 pub mod rfc3339 {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use chrono::{DateTime, SecondsFormat, Utc};
 
     /// `time` in UTC with milliseconds; times before 1970 are written as
     /// 1970-01-01T00:00:00.000Z.
@@ -1180,15 +1180,11 @@ pub mod rfc3339 {
         let millis = time
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis());
-        let (seconds, millis) = ((millis / 1000) as i64, millis % 1000);
-        let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
-        let (year, month, day) = civil_from_days(days);
-        format!(
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-            second_of_day / 3600,
-            second_of_day / 60 % 60,
-            second_of_day % 60
-        )
+        i64::try_from(millis)
+            .ok()
+            .and_then(DateTime::from_timestamp_millis)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+            .to_rfc3339_opts(SecondsFormat::Millis, true)
     }
 
     /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)` (`t`, `z`
@@ -1200,110 +1196,9 @@ pub mod rfc3339 {
     /// A message saying what is wrong, for text of another shape or a
     /// field out of range.
     pub fn parse(text: &str) -> Result<SystemTime, String> {
-        let bad = |what: &str| format!("`{text}` is not an RFC 3339 time ({what})");
-        let bytes = text.as_bytes();
-        let number = |range: std::ops::Range<usize>| -> Result<i64, String> {
-            let digits = text.get(range).ok_or_else(|| bad("too short"))?;
-            if !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad("expected digits"));
-            }
-            digits.parse().map_err(|_| bad("expected digits"))
-        };
-        let separator = |at: usize, allowed: &[u8]| -> Result<(), String> {
-            match bytes.get(at) {
-                Some(b) if allowed.contains(b) => Ok(()),
-                _ => Err(bad("expected YYYY-MM-DDTHH:MM:SS and an offset")),
-            }
-        };
-        separator(4, b"-")?;
-        separator(7, b"-")?;
-        separator(10, b"Tt ")?;
-        separator(13, b":")?;
-        separator(16, b":")?;
-        let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-        let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-            return Err(bad("no such date"));
-        }
-        if hour > 23 || minute > 59 || second > 60 {
-            return Err(bad("no such time of day"));
-        }
-        let mut at = 19;
-        let mut nanos: i64 = 0;
-        if bytes.get(at) == Some(&b'.') {
-            let start = at + 1;
-            at = start;
-            while bytes.get(at).is_some_and(u8::is_ascii_digit) {
-                at += 1;
-            }
-            if at == start {
-                return Err(bad("a fraction needs digits"));
-            }
-            // Digits past nanoseconds are dropped.
-            let digits = &text[start..at.min(start + 9)];
-            nanos = digits.parse::<i64>().map_err(|_| bad("bad fraction"))?
-                * 10_i64.pow(9 - digits.len() as u32);
-        }
-        let offset_minutes = match &text[at..] {
-            "Z" | "z" => 0,
-            offset if offset.len() == 6 && offset.starts_with(['+', '-']) => {
-                separator(at + 3, b":")?;
-                let (hours, minutes) = (number(at + 1..at + 3)?, number(at + 4..at + 6)?);
-                if hours > 23 || minutes > 59 {
-                    return Err(bad("no such offset"));
-                }
-                let sign = if offset.starts_with('-') { -1 } else { 1 };
-                sign * (hours * 60 + minutes)
-            }
-            _ => return Err(bad("expected Z or an offset like +02:00 at the end")),
-        };
-        let seconds =
-            days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-                - offset_minutes * 60;
-        let since_epoch = |seconds: i64| Duration::new(seconds.unsigned_abs(), 0);
-        let whole = if seconds >= 0 {
-            UNIX_EPOCH + since_epoch(seconds)
-        } else {
-            UNIX_EPOCH - since_epoch(seconds)
-        };
-        Ok(whole + Duration::from_nanos(nanos as u64))
-    }
-
-    fn days_in_month(year: i64, month: i64) -> i64 {
-        match month {
-            2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            _ => 31,
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date.
-    fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-        let year = if month <= 2 { year - 1 } else { year };
-        let era = year.div_euclid(400);
-        let year_of_era = year - era * 400;
-        let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-        let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-        era * 146_097 + day_of_era - 719_468
-    }
-
-    /// The date `days` after 1970-01-01.
-    fn civil_from_days(days: i64) -> (i64, i64, i64) {
-        let days = days + 719_468;
-        let era = days.div_euclid(146_097);
-        let day_of_era = days - era * 146_097;
-        let year_of_era =
-            (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-        let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-        let shifted_month = (5 * day_of_year + 2) / 153;
-        let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-        let month = if shifted_month < 10 {
-            shifted_month + 3
-        } else {
-            shifted_month - 9
-        };
-        (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+        DateTime::parse_from_rfc3339(text)
+            .map(SystemTime::from)
+            .map_err(|error| format!("`{text}` is not an RFC 3339 time ({error})"))
     }
 
     /// `#[serde(with = "rfc3339")]` for a `SystemTime` field written as
@@ -1648,6 +1543,12 @@ mod tests {
         ] {
             assert!(rfc3339::parse(bad).is_err(), "{bad}");
         }
+        // Lower-case separators, and a leap second as the next one's start.
+        assert_eq!(rfc3339::parse("2026-03-16t09:30:00.123z").unwrap(), time);
+        assert_eq!(
+            rfc3339::parse("2016-12-31T23:59:60Z").unwrap(),
+            rfc3339::parse("2017-01-01T00:00:00Z").unwrap()
+        );
         // Round trip over many days, leap years included.
         for day in (0..200_000).step_by(997) {
             let time = UNIX_EPOCH + Duration::from_secs(day * 86_400 + 3_723);

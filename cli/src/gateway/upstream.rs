@@ -720,10 +720,7 @@ pub fn stop_all() {
 /// `SIGKILL` to process group `pgid`. A group already gone (`ESRCH`) is
 /// what was wanted.
 fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: killpg(2) takes two integers; no memory is passed.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    let _ = mcp_hints::process_group::kill(pgid);
 }
 
 /// One recorded process group: killed when this is dropped or stopped,

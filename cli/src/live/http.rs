@@ -14,6 +14,8 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, Response, StatusCode, Url};
 use serde_json::Value;
@@ -218,10 +220,18 @@ impl HttpTransport {
                         .await
                         .map_err(|error| http_error(error, ctx))?;
                     let events = match &chunk {
-                        Some(bytes) => parser.feed(bytes),
+                        Some(bytes) => parser.feed(bytes.clone()),
                         None => parser.finish(),
                     }
-                    .map_err(|too| self.too_large(format!("SSE event {}", too.event), ctx))?;
+                    .map_err(|error| match error {
+                        sse::Error::TooLarge { event } => {
+                            self.too_large(format!("SSE event {event}"), ctx)
+                        }
+                        sse::Error::Malformed { event, reason } => invalid(
+                            ctx,
+                            format!("SSE event {event} is not a valid event stream: {reason}"),
+                        ),
+                    })?;
                     for event in events {
                         // Priming events (an id, empty data) and other event
                         // types carry no message.
@@ -379,27 +389,8 @@ fn header_text(text: &str) -> HeaderValue {
     if plain && let Ok(value) = HeaderValue::from_str(text) {
         return value;
     }
-    HeaderValue::from_str(&format!("=?base64?{}?=", base64(text.as_bytes())))
+    HeaderValue::from_str(&format!("=?base64?{}?=", STANDARD.encode(text)))
         .expect("base64 is visible ASCII")
-}
-
-/// Standard base64 (RFC 4648 §4), with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for group in bytes.chunks(3) {
-        let n = (u32::from(group[0]) << 16)
-            | (u32::from(*group.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*group.get(2).unwrap_or(&0));
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= group.len() {
-                out.push(char::from(ALPHABET[(n >> shift) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn parse(body: &[u8], location: &str, ctx: &Ctx<'_>) -> Result<Value, LiveError> {
@@ -555,7 +546,7 @@ mod tests {
             ("foobar", "Zm9vYmFy"),
             ("Hello, 世界", "SGVsbG8sIOS4lueVjA=="),
         ] {
-            assert_eq!(base64(text.as_bytes()), encoded, "{text}");
+            assert_eq!(STANDARD.encode(text), encoded, "{text}");
         }
     }
 

@@ -142,6 +142,7 @@ fn known_list() -> String {
 
 /// How a session opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Lifecycle {
     /// 2026-07-28: `server/discover`, then requests that each carry the
     /// revision and the client's capabilities in `_meta`.

@@ -129,6 +129,7 @@ impl Default for LiveOptions {
 /// Its [`Display`](fmt::Display) names it in error messages:
 /// ``MCP server `python3 server.py` `` or `MCP server at http://…`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LiveTarget {
     /// A stdio server: `program` (looked up on `PATH` unless it contains a
     /// `/`) started with `args`, in its own process group.

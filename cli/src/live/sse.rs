@@ -1,19 +1,37 @@
-//! A bounded parser of Server-Sent Events (the HTML standard's "event
-//! stream" format), for a streamable HTTP response.
+//! Server-Sent Events (the HTML standard's "event stream" format) of a
+//! streamable HTTP response, read by `sse-stream` (the parser rmcp's own
+//! client reads them with), within a bound.
 //!
-//! It is fed the body as it arrives and hands back each complete event's
-//! `data`. Neither a line nor an event may grow past the bound: a server that
-//! sends an endless line, or an event of gigabytes, is stopped once the bound
-//! is passed, with no more than about the bound held in memory.
+//! It is fed the body as it arrives and hands back each complete event.
+//! Neither a line nor an event may grow past the bound: a server that sends
+//! an endless line, or an event of gigabytes, is stopped once the bound is
+//! passed, with no more than about the bound held in memory. `sse-stream`
+//! has no bound of its own, so [`Bound`] counts each chunk's lines before
+//! the parser is given a byte of them: a comment line, or the lines of one
+//! event (their field names included, comments not), longer than the bound
+//! are refused there.
 //!
-//! Rules kept from the standard: lines end with CRLF, LF or CR (a CRLF split
-//! between two chunks included); a leading byte order mark is dropped; a
-//! line starting with `:` is a comment; `field: value` loses one space after
-//! the colon; `data` lines are joined with LF; a blank line ends an event;
-//! `event` names its type; `id` and `retry` are read and ignored
-//! (2026-07-28 has no resumable streams). One leniency: an event whose data
-//! the stream ends without a blank line after is still handed back, since a
-//! server that closes right after its last `data` line meant it.
+//! `sse-stream` keeps the standard's rules for lines (CRLF, LF or CR, a
+//! CRLF split between two chunks included), a leading byte order mark,
+//! comments (`:`), one space dropped after the colon and `data` lines
+//! joined with LF, and is stricter than the standard in what it refuses
+//! ([`Error::Malformed`]): a line with no colon, a field other than `data`,
+//! `event`, `id` and `retry`, an `event`, `id` or `retry` given twice in one
+//! event, a `retry` that is not a number, text that is not UTF-8. `id` and
+//! `retry` are read and ignored (2026-07-28 has no resumable streams). One
+//! leniency of ours: an event whose data the stream ends without a blank
+//! line after is still handed back, since a server that closes right after
+//! its last `data` line meant it.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use futures_core::Stream;
+use http_body::{Body, Frame};
+use sse_stream::{Sse, SseStream};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// One complete event.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,155 +45,193 @@ pub(crate) struct Event {
     pub(crate) data: Vec<u8>,
 }
 
-/// A line or an event longer than the bound: which event it was in.
+/// Why the stream was given up: which event it was in.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct TooLarge {
-    /// The number the event would have had.
-    pub(crate) event: u64,
+pub(crate) enum Error {
+    /// A line or an event longer than the bound.
+    TooLarge {
+        /// The number the event would have had.
+        event: u64,
+    },
+    /// Text `sse-stream` refuses.
+    Malformed {
+        /// The number the event would have had.
+        event: u64,
+        /// `sse-stream`'s words for it.
+        reason: String,
+    },
 }
 
 /// The parser's state between chunks.
 pub(crate) struct Parser {
-    max: usize,
-    /// The line read so far, without its end.
-    line: Vec<u8>,
-    /// The last chunk ended with CR: an LF starting the next one belongs to it.
-    after_cr: bool,
-    /// No line has ended yet (a byte order mark may lead the first).
-    first_line: bool,
-    /// The current event's data, each line followed by LF.
-    data: Vec<u8>,
-    kind: Option<String>,
-    /// A field of the current event has been read.
-    in_event: bool,
-    /// Events numbered so far.
-    events: u64,
+    bound: Bound,
+    /// Where chunks go to `events`; `None` once the body ended.
+    chunks: Option<UnboundedSender<Bytes>>,
+    events: SseStream<Chunks>,
+    /// Events handed back so far.
+    numbered: u64,
 }
 
-const BOM: &[u8] = b"\xef\xbb\xbf";
-
 impl Parser {
-    /// A parser that refuses a line, or an event's data, longer than `max`
-    /// bytes.
+    /// A parser that refuses a line, or an event, longer than `max` bytes.
     pub(crate) fn new(max: usize) -> Parser {
+        let (sender, receiver) = unbounded_channel();
         Parser {
-            max,
-            line: Vec::new(),
-            after_cr: false,
-            first_line: true,
-            data: Vec::new(),
-            kind: None,
-            in_event: false,
-            events: 0,
+            bound: Bound::new(max),
+            chunks: Some(sender),
+            events: SseStream::new(Chunks(receiver)),
+            numbered: 0,
         }
     }
 
     /// Reads `chunk`, the next bytes of the body; the events it completed,
     /// in order.
-    pub(crate) fn feed(&mut self, mut chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
-        let mut events = Vec::new();
-        if self.after_cr && !chunk.is_empty() {
-            self.after_cr = false;
-            if chunk[0] == b'\n' {
-                chunk = &chunk[1..];
+    pub(crate) fn feed(&mut self, chunk: Bytes) -> Result<Vec<Event>, Error> {
+        match self.bound.passed_at(&chunk) {
+            None => {
+                self.send(chunk);
+                Ok(self.ready()?.into_iter().map(Event::from).collect())
+            }
+            Some(at) => {
+                // The events before the one too large, to number it.
+                self.send(chunk.slice(..at));
+                self.ready()?;
+                Err(Error::TooLarge {
+                    event: self.numbered + 1,
+                })
             }
         }
-        while let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
-            self.grow_line(&chunk[..end])?;
-            let line = std::mem::take(&mut self.line);
-            self.line_done(&line, &mut events)?;
-            self.line = line;
-            self.line.clear();
-            let was_cr = chunk[end] == b'\r';
-            chunk = &chunk[end + 1..];
-            if was_cr {
-                match chunk.first() {
-                    Some(b'\n') => chunk = &chunk[1..],
-                    Some(_) => {}
-                    None => self.after_cr = true,
-                }
-            }
-        }
-        self.grow_line(chunk)?;
-        Ok(events)
     }
 
     /// The body ended: the event it cut short, if it has data.
-    pub(crate) fn finish(&mut self) -> Result<Vec<Event>, TooLarge> {
-        let mut events = Vec::new();
-        if !self.line.is_empty() {
-            let line = std::mem::take(&mut self.line);
-            self.line_done(&line, &mut events)?;
-        }
-        if self.in_event && !self.data.is_empty() {
-            self.dispatch(&mut events);
-        }
-        Ok(events)
+    pub(crate) fn finish(&mut self) -> Result<Vec<Event>, Error> {
+        // A line end and a blank line end what was cut short.
+        self.send(Bytes::from_static(b"\n\n"));
+        self.chunks = None;
+        let events = self.ready()?;
+        Ok(events
+            .into_iter()
+            .filter(|(_, sse)| sse.data.is_some())
+            .map(Event::from)
+            .collect())
     }
 
-    fn too_large(&self) -> TooLarge {
-        TooLarge {
-            event: self.events + 1,
-        }
-    }
-
-    fn grow_line(&mut self, part: &[u8]) -> Result<(), TooLarge> {
-        if self.line.len() + part.len() > self.max {
-            return Err(self.too_large());
-        }
-        self.line.extend_from_slice(part);
-        Ok(())
-    }
-
-    fn line_done(&mut self, line: &[u8], events: &mut Vec<Event>) -> Result<(), TooLarge> {
-        let mut line = line;
-        if std::mem::take(&mut self.first_line)
-            && let Some(rest) = line.strip_prefix(BOM)
+    fn send(&self, chunk: Bytes) {
+        if let Some(chunks) = &self.chunks
+            && !chunk.is_empty()
         {
-            line = rest;
+            // The receiver lives in `self.events`.
+            let _ = chunks.send(chunk);
         }
-        if line.is_empty() {
-            if self.in_event {
-                self.dispatch(events);
-            }
-            return Ok(());
-        }
-        if line[0] == b':' {
-            return Ok(());
-        }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (line, &b""[..]),
-        };
-        self.in_event = true;
-        match field {
-            b"data" => {
-                if self.data.len() + value.len() + 1 > self.max {
-                    return Err(self.too_large());
-                }
-                self.data.extend_from_slice(value);
-                self.data.push(b'\n');
-            }
-            b"event" => self.kind = Some(String::from_utf8_lossy(value).into_owned()),
-            // `id`, `retry` and unknown fields change nothing here.
-            _ => {}
-        }
-        Ok(())
     }
 
-    fn dispatch(&mut self, events: &mut Vec<Event>) {
-        self.events += 1;
-        self.in_event = false;
-        let mut data = std::mem::take(&mut self.data);
-        data.pop();
-        events.push(Event {
-            number: self.events,
-            kind: self.kind.take(),
-            data,
-        });
+    /// Every event the chunks sent so far complete. `sse-stream` reads a
+    /// stream; this one never waits (its chunks are all there), so it is
+    /// polled until it has nothing more.
+    fn ready(&mut self) -> Result<Vec<(u64, Sse)>, Error> {
+        let mut context = Context::from_waker(Waker::noop());
+        let mut events = Vec::new();
+        loop {
+            match Pin::new(&mut self.events).poll_next(&mut context) {
+                Poll::Ready(Some(Ok(sse))) => {
+                    self.numbered += 1;
+                    events.push((self.numbered, sse));
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    return Err(Error::Malformed {
+                        event: self.numbered + 1,
+                        reason: error.to_string(),
+                    });
+                }
+                Poll::Ready(None) | Poll::Pending => return Ok(events),
+            }
+        }
+    }
+}
+
+impl From<(u64, Sse)> for Event {
+    fn from((number, sse): (u64, Sse)) -> Event {
+        Event {
+            number,
+            kind: sse.event,
+            data: sse.data.map(String::into_bytes).unwrap_or_default(),
+        }
+    }
+}
+
+/// The body's chunks as `sse-stream` reads them: an HTTP body that has what
+/// was sent so far, and ends when the sender is dropped.
+struct Chunks(UnboundedReceiver<Bytes>);
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(context)
+            .map(|chunk| chunk.map(|chunk| Ok(Frame::data(chunk))))
+    }
+}
+
+/// The lengths of the line and the event being read, counted over chunks.
+struct Bound {
+    max: usize,
+    /// Bytes of the line so far, without its end.
+    line: usize,
+    /// The line is a comment (it starts with `:`).
+    comment: bool,
+    /// Bytes of the event's lines so far (comments and line ends aside).
+    event: usize,
+    /// The last chunk ended with CR: an LF starting the next one belongs to it.
+    after_cr: bool,
+}
+
+impl Bound {
+    fn new(max: usize) -> Bound {
+        Bound {
+            max,
+            line: 0,
+            comment: false,
+            event: 0,
+            after_cr: false,
+        }
+    }
+
+    /// Counts `chunk`; where in it a line or the event passes the bound,
+    /// if one does.
+    fn passed_at(&mut self, chunk: &[u8]) -> Option<usize> {
+        for (at, &byte) in chunk.iter().enumerate() {
+            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
+                continue;
+            }
+            match byte {
+                b'\r' | b'\n' => {
+                    // A blank line ends the event.
+                    if self.line == 0 {
+                        self.event = 0;
+                    }
+                    self.line = 0;
+                    self.after_cr = byte == b'\r';
+                }
+                _ => {
+                    if self.line == 0 {
+                        self.comment = byte == b':';
+                    }
+                    self.line += 1;
+                    if !self.comment {
+                        self.event += 1;
+                    }
+                    if self.line > self.max || self.event > self.max {
+                        return Some(at);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 
@@ -192,11 +248,11 @@ mod tests {
     }
 
     /// Every event of `body` fed in pieces of `size` bytes.
-    fn parse(body: &[u8], size: usize, max: usize) -> Result<Vec<Event>, TooLarge> {
+    fn parse(body: &[u8], size: usize, max: usize) -> Result<Vec<Event>, Error> {
         let mut parser = Parser::new(max);
         let mut events = Vec::new();
         for chunk in body.chunks(size) {
-            events.extend(parser.feed(chunk)?);
+            events.extend(parser.feed(Bytes::copy_from_slice(chunk))?);
         }
         events.extend(parser.finish()?);
         Ok(events)
@@ -232,13 +288,16 @@ mod tests {
     fn lines_and_events_are_bounded() {
         // One endless line: stopped once it passes the bound.
         let mut parser = Parser::new(100);
-        assert!(parser.feed(&[b'x'; 60]).is_ok());
-        assert_eq!(parser.feed(&[b'x'; 60]), Err(TooLarge { event: 1 }));
+        assert!(parser.feed(Bytes::from_static(&[b'x'; 60])).is_ok());
+        assert_eq!(
+            parser.feed(Bytes::from_static(&[b'x'; 60])),
+            Err(Error::TooLarge { event: 1 })
+        );
         // Many short data lines that together pass it.
         let many = "data: 0123456789\n".repeat(20);
         assert_eq!(
             parse(format!("data: ok\n\n{many}\n").as_bytes(), 5, 100),
-            Err(TooLarge { event: 2 })
+            Err(Error::TooLarge { event: 2 })
         );
         // Comments never accumulate.
         let comments = ": keep-alive\n".repeat(1000);
@@ -246,5 +305,22 @@ mod tests {
             parse(format!("{comments}data: ok\n\n").as_bytes(), 64, 100).unwrap(),
             vec![event(1, None, "ok")]
         );
+    }
+
+    #[test]
+    fn what_sse_stream_refuses_is_malformed_and_numbered() {
+        for (body, event) in [
+            (&b"data: ok\n\nnot a field\n\n"[..], 2),
+            (b"data: ok\n\nevent: a\nevent: b\n\n", 2),
+            (b"bogus: 1\n\n", 1),
+            (b"data: \xff\n\n", 1),
+        ] {
+            match parse(body, 3, 100) {
+                Err(Error::Malformed { event: number, .. }) => {
+                    assert_eq!(number, event, "{body:?}");
+                }
+                other => panic!("{body:?}: {other:?}"),
+            }
+        }
     }
 }

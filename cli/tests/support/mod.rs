@@ -7,8 +7,29 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// How long a test waits for what another process writes (a log, a file,
+/// its output) before it looks at the last reading anyway.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// `read()`, again every 50 ms until `ready` holds for what it returned, for
+/// `bound` at most; the last reading either way, for the caller's
+/// assertions (which then say what is missing). What another process
+/// writes may not be written yet when the test first looks, on a loaded
+/// machine most of all: read once, a test would fail for being early.
+pub fn wait_for<T>(bound: Duration, mut read: impl FnMut() -> T, ready: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + bound;
+    loop {
+        let value = read();
+        if ready(&value) || Instant::now() >= deadline {
+            return value;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// A file of tests/corpus/.
 pub fn corpus(file: &str) -> PathBuf {

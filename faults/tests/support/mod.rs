@@ -74,7 +74,8 @@ impl Scratch {
 }
 
 /// How often each tool's handler started and finished, from an executions
-/// file (missing: none).
+/// file (missing: none; a last line the server is still writing is not
+/// read yet).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Executions {
     lines: Vec<(String, String)>,
@@ -83,8 +84,7 @@ pub struct Executions {
 impl Executions {
     pub fn read(path: &Path) -> Executions {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines = text
-            .lines()
+        let lines = whole_lines(&text)
             .map(|line| {
                 let (event, tool) = line
                     .split_once(' ')
@@ -133,10 +133,11 @@ impl Executions {
 /// One line of a fault log: `(fault, tool, n)`.
 pub type Fault = (String, String, u64);
 
-/// The faults fired, in order (missing log: none).
+/// The faults fired, in order (missing log: none; a last line the proxy is
+/// still writing is not read yet).
 pub fn faults(path: &Path) -> Vec<Fault> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
+    whole_lines(&text)
         .map(|line| {
             let entry: Value = serde_json::from_str(line)
                 .unwrap_or_else(|error| panic!("fault log line {line:?}: {error}"));
@@ -159,6 +160,32 @@ pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The lines of `text` that end with a newline.
+fn whole_lines(text: &str) -> std::str::Lines<'_> {
+    text.rfind('\n').map_or("", |end| &text[..end]).lines()
+}
+
+/// `read()`, again every 10 ms until it equals `expected`, for [`WAIT`] at
+/// most: the last reading either way, for the caller's `assert_eq!`. The
+/// executions file and the fault log are written by other processes, which
+/// on a loaded machine may not have written yet when a test first looks.
+pub async fn settled<T: PartialEq<U>, U>(expected: &U, mut read: impl FnMut() -> T) -> T {
+    settled_when(&mut read, |value| value == expected).await
+}
+
+/// `read()`, again every 10 ms until `ready` holds for it, for [`WAIT`] at
+/// most: the last reading either way (see [`settled`]).
+pub async fn settled_when<T>(mut read: impl FnMut() -> T, ready: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = read();
+        if ready(&value) || Instant::now() >= deadline {
+            return value;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -102,8 +102,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 #[cfg(feature = "redb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redb")))]
 pub use self::redb::RedbStore;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::RedisStore;
 pub use clock::{Clock, SystemClock, TokioClock};
 pub use memory::MemoryStore;
@@ -161,6 +163,7 @@ pub mod codes {
 
 /// What a keyed call does when the same key is still running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InProgress {
     /// Refuse at once with [`codes::KEY_IN_PROGRESS`] (the default).
     #[default]

@@ -315,6 +315,7 @@ pub enum Reservation {
 /// Why a store could not answer. Every method fails closed: when the store
 /// cannot say, the call does not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The store cannot be reached or failed (a dead Redis, an I/O error of
     /// the database file).
