@@ -7,7 +7,6 @@ pub mod lint;
 pub mod live;
 pub mod progress;
 pub mod source;
-mod suggest;
 mod table;
 pub mod text;
 pub mod verify;

@@ -84,13 +84,15 @@ impl Rule {
         if let Some(rule) = Rule::ALL.into_iter().find(|rule| rule.id() == id) {
             return Ok(rule);
         }
-        Err(match crate::suggest::closest(id, Rule::ALL.map(Rule::id)) {
-            Some(rule) => format!("unknown lint rule `{id}`: did you mean `{rule}`?"),
-            None => format!(
-                "unknown lint rule `{id}`: the rules are {}",
-                Rule::ALL.map(Rule::id).join(", ")
-            ),
-        })
+        Err(
+            match mcp_hints_core::suggest::closest(id, Rule::ALL.map(Rule::id)) {
+                Some(rule) => format!("unknown lint rule `{id}`: did you mean `{rule}`?"),
+                None => format!(
+                    "unknown lint rule `{id}`: the rules are {}",
+                    Rule::ALL.map(Rule::id).join(", ")
+                ),
+            },
+        )
     }
 }
 

@@ -166,7 +166,8 @@ fn check_snapshot_tool(list: &ToolList, name: &str, server: &str) -> Result<(), 
 /// `` (did you mean `x`?); its tools: a, b, c`` for an unknown tool name
 /// (the first 30 of them).
 fn closest_and_all(list: &ToolList, name: &str) -> String {
-    let closest = crate::suggest::closest(name, list.tools.iter().map(|tool| tool.name.as_str()));
+    let closest =
+        mcp_hints_core::suggest::closest(name, list.tools.iter().map(|tool| tool.name.as_str()));
     let mut names: Vec<String> = list
         .tools
         .iter()

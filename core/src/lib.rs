@@ -6,3 +6,4 @@ pub mod hints;
 pub mod jsonrpc;
 pub mod lint;
 pub mod name;
+pub mod suggest;

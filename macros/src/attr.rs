@@ -11,7 +11,7 @@ use syn::{Expr, Ident, LitBool, LitStr, Token, Visibility};
 use mcp_hints_core::hints::{self, Hint};
 
 use crate::ctxt::Ctxt;
-use crate::suggest;
+use mcp_hints_core::suggest;
 
 /// A hint-declaring flag as the user wrote it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -579,7 +579,7 @@ fn unknown_key(
              or use the flags of `#[tool]` (`{}`)",
             hint_flags_for(hint)
         )
-    } else if let Some(found) = suggest::closest(key, &candidates) {
+    } else if let Some(found) = suggest::closest(key, candidates.iter().copied()) {
         format!("unknown key `{key}`: did you mean `{found}`?")
     } else {
         format!(

@@ -7,7 +7,7 @@ use syn::{Expr, ImplItem, ItemImpl, Token};
 
 use crate::ctxt::Ctxt;
 use crate::expand::{self, HandlerOptions};
-use crate::suggest;
+use mcp_hints_core::suggest;
 
 const KEYS: [&str; 6] = [
     "router",
@@ -43,7 +43,7 @@ pub fn tool_handler(args: TokenStream, item: TokenStream) -> TokenStream {
             "instructions" => Some(&mut options.instructions),
             "page_size" => Some(&mut options.page_size),
             _ => {
-                let message = match suggest::closest(&key, &KEYS) {
+                let message = match suggest::closest(&key, KEYS) {
                     Some(found) => format!("unknown key `{key}`: did you mean `{found}`?"),
                     None => format!(
                         "unknown key `{key}`: expected one of `router`, `meta`, `name`, \

@@ -19,7 +19,6 @@ mod lint;
 mod model;
 mod name;
 mod router;
-mod suggest;
 
 use proc_macro::TokenStream;
 

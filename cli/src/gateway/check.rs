@@ -9,11 +9,12 @@ use std::time::Instant;
 use mcp_hints::Hint;
 use serde_json::{Value, json};
 
-use super::config::{self, Config, defaults::LOCAL_PRINCIPAL};
-use super::front::{self, ServedTool};
-use super::policy::{self, CallScope, Policy, Verdict};
-use super::{StopUpstreams, approval, log, upstream};
+use super::StopUpstreams;
 use crate::args::CheckArgs;
+use mcp_hints_gateway::config::{self, Config, defaults::LOCAL_PRINCIPAL};
+use mcp_hints_gateway::front::{self, ServedTool};
+use mcp_hints_gateway::policy::{self, CallScope, Policy, Verdict};
+use mcp_hints_gateway::{approval, log, upstream};
 
 /// Runs `gateway check`: prints one line per served tool (or, with
 /// `--json`, an array), after the warnings `serve` would print on stderr.

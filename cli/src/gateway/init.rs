@@ -77,7 +77,7 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::config::{UpstreamTransport, parse_with_env};
+    use mcp_hints_gateway::config::{UpstreamTransport, parse_with_env};
 
     #[test]
     fn the_starter_config_is_valid_and_runs_the_notes_program_init_names() {

@@ -1,38 +1,13 @@
-//! `mcp-hints gateway`: one MCP endpoint in front of many servers, where
-//! tool hints become enforced policy (issue 9).
-//!
-//! The gateway connects every `[[upstream]]` of its config file (a stdio
-//! command or a streamable HTTP URL) through the replay-safe client, and
-//! serves their tools to its own clients, namespaced `UPSTREAM__TOOL`, each
-//! with all four hints explicit (asserted by the operator, else declared by
-//! the server, else the spec default) and their sources in `_meta`. Every
-//! `tools/call` goes, in order: name split, drift check, policy decision,
-//! audit entry (written before anything is forwarded; a log that cannot be
-//! written refuses the call), approval if a rule asks for one, the call
-//! through the replay-safe client, and a second audit entry with the outcome.
-//!
-//! One module per domain word (DESIGN.md, "Gateway words"):
+//! `mcp-hints gateway`: the command line of the gateway
+//! ([`mcp_hints_gateway`]): `serve` with its signals, `init`, `check`,
+//! `log`, and the admin client behind `approve`, `deny` and `pending`.
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`config`] | the TOML config: types, parse, validate |
-//! | [`policy`] | asserted hints and their sources, rules, rate limits |
-//! | [`log`] | the audit log, and `gateway log` |
-//! | [`approval`] | parked calls; the drift lock of approved fingerprints |
-//! | [`upstream`] | connecting upstreams, following `tools/list_changed` |
-//! | [`front`] | the MCP server clients talk to; HTTP, stdio, the admin endpoint |
-//! | [`init`] | `gateway init`: the starter config |
+//! | [`admin`] | `approve`, `deny`, `pending`: the admin endpoint's client |
 //! | [`check`] | `gateway check`: what `serve` would serve, without serving |
-//!
-//! # Names
-//!
-//! A client sees an upstream's tool `TOOL` as `UPSTREAM__TOOL`: upstream
-//! names are `[A-Za-z0-9-]{1,32}`, so the first `__` splits a name
-//! unambiguously, and the result stays within the spec's tool-name
-//! characters whenever the upstream's own name does. Names longer than 128
-//! characters, and two names that become one once a client replaces the
-//! characters outside `[A-Za-z0-9_-]` with `_`, are refused at start, both
-//! named.
+//! | [`init`] | `gateway init`: the starter config |
+//! | [`log`] | `gateway log`: the audit log's entries, filtered, as a table |
 //!
 //! # Stopping
 //!
@@ -43,113 +18,16 @@
 //! upstreams are still connecting, a signal while serving, stdin closed
 //! (`--stdio`), an error.
 
-pub mod approval;
+pub mod admin;
 pub mod check;
-pub mod config;
-pub mod front;
 pub mod init;
 pub mod log;
-pub mod policy;
-pub mod upstream;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use mcp_hints_core::{escape, name};
+use mcp_hints_gateway::{config, defaults, front, policy, upstream};
 
 use crate::args::{GatewayArgs, GatewayCommand, ServeArgs};
-
-/// Every default of the serving half, in one place.
-pub mod defaults {
-    use std::time::Duration;
-
-    /// Tools per `tools/list` page the gateway serves: 100.
-    pub const PAGE_SIZE: usize = 100;
-    /// How long a call of a drifted tool waits for an approver before it is
-    /// refused: 5 minutes (a rule's own `timeout_secs` governs
-    /// `require_approval`).
-    pub const DRIFT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
-    /// The longest namespaced tool name: 128 characters (the spec's SHOULD
-    /// for tool names).
-    pub const MAX_NAME_LEN: usize = mcp_hints_core::name::MAX_LEN;
-    /// The most bytes of one upstream stderr line copied to the gateway's
-    /// stderr; the rest of the line is cut.
-    pub const STDERR_LINE_BYTES: usize = 8 * 1024;
-    /// The first pause before an upstream that could not be reached is
-    /// tried again: 5 seconds, doubling up to [`RECONNECT_MAX`].
-    pub const RECONNECT_MIN: Duration = Duration::from_secs(5);
-    /// The longest pause between tries of an unreachable upstream: 5
-    /// minutes.
-    pub const RECONNECT_MAX: Duration = Duration::from_secs(300);
-    /// How long serving may take to end after a stop signal before it is
-    /// cut short: 5 seconds (the endpoint is told to end its sessions;
-    /// this bounds a client that keeps a stream open).
-    pub const STOP_GRACE: Duration = Duration::from_secs(5);
-}
-
-/// The separator between the upstream's name and its tool's name.
-pub const SEPARATOR: &str = "__";
-
-/// `UPSTREAM__TOOL`.
-pub fn namespaced(upstream: &str, tool: &str) -> String {
-    format!("{upstream}{SEPARATOR}{tool}")
-}
-
-/// `(UPSTREAM, TOOL)` of a namespaced name, split at the first `__`; `None`
-/// when it has no `__` or an empty part before it.
-pub fn split(name: &str) -> Option<(&str, &str)> {
-    name.split_once(SEPARATOR)
-        .filter(|(upstream, _)| !upstream.is_empty())
-}
-
-/// `name` as a client that keeps only `[A-Za-z0-9_-]` sees it: every other
-/// character replaced with `_`.
-pub fn normalised(name: &str) -> String {
-    // The same reading as lint's colliding_tool_names rule.
-    name::client_safe(name)
-}
-
-/// Checks the namespaced names a gateway would serve: none over
-/// [`defaults::MAX_NAME_LEN`] characters, no two equal once
-/// [`normalised`]. Every problem is reported, one per line, each naming
-/// the tools involved.
-///
-/// # Errors
-///
-/// The problems, when there is one.
-pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
-    let mut problems = Vec::new();
-    let mut seen: HashMap<String, &str> = HashMap::new();
-    for name in names {
-        let length = name.chars().count();
-        if length > defaults::MAX_NAME_LEN {
-            problems.push(format!(
-                "tool `{}` is {length} characters long once namespaced, over the {} a client \
-                 accepts; rename the upstream shorter",
-                escape::shown(name),
-                defaults::MAX_NAME_LEN
-            ));
-        }
-        let key = normalised(name);
-        match seen.get(key.as_str()) {
-            Some(first) => problems.push(format!(
-                "tools `{}` and `{}` collide: both become `{}` once a client replaces the \
-                 characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                escape::shown(first),
-                escape::shown(name),
-                key
-            )),
-            None => {
-                seen.insert(key, name);
-            }
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("\n"))
-    }
-}
 
 /// Runs `mcp-hints gateway ...` and returns its exit status.
 ///
@@ -165,13 +43,13 @@ pub async fn run(args: GatewayArgs) -> Result<u8, String> {
         GatewayCommand::Check(args) => check::run(&args).await,
         GatewayCommand::Log(args) => log::run_log(&args),
         GatewayCommand::Approve(args) => {
-            approval::run_decide(approval::Decide::Approve, Some(&args.id), &args.endpoint).await
+            admin::run_decide(admin::Decide::Approve, Some(&args.id), &args.endpoint).await
         }
         GatewayCommand::Deny(args) => {
-            approval::run_decide(approval::Decide::Deny, Some(&args.id), &args.endpoint).await
+            admin::run_decide(admin::Decide::Deny, Some(&args.id), &args.endpoint).await
         }
         GatewayCommand::Pending(args) => {
-            approval::run_decide(approval::Decide::Pending, None, &args.endpoint).await
+            admin::run_decide(admin::Decide::Pending, None, &args.endpoint).await
         }
     }
 }
@@ -336,38 +214,5 @@ impl StopSignals {
             }
             "Ctrl-C"
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_separator_splits() {
-        assert_eq!(split("memory__create__x"), Some(("memory", "create__x")));
-        assert_eq!(split("__x"), None);
-        assert_eq!(split("plain"), None);
-    }
-
-    #[test]
-    fn names_equal_once_normalised_collide_and_both_are_named() {
-        let error = check_names(["a__x.y", "a__x_y", "b__z"]).unwrap_err();
-        assert_eq!(
-            error,
-            "tools `a__x.y` and `a__x_y` collide: both become `a__x_y` once a client replaces \
-             the characters outside [A-Za-z0-9_-] with `_`; rename an upstream"
-        );
-        assert!(check_names(["a__x", "b__x"]).is_ok());
-    }
-
-    #[test]
-    fn long_names_are_refused() {
-        let long = namespaced("u", &"t".repeat(127));
-        assert!(
-            check_names([long.as_str()])
-                .unwrap_err()
-                .contains("130 characters")
-        );
     }
 }

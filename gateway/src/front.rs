@@ -76,6 +76,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolution};
 use super::config::Config;
@@ -217,6 +218,8 @@ pub struct Gateway {
     /// How the commands the gateway prints reach its admin endpoint
     /// (`--config PATH` or `--admin URL`), set once it is bound.
     admin_flag: std::sync::OnceLock<String>,
+    /// Cancelled to end the streamable-HTTP sessions of every [`router`].
+    sessions_end: CancellationToken,
 }
 
 impl Gateway {
@@ -248,6 +251,7 @@ impl Gateway {
             changed: Mutex::new(Some(receiver)),
             left_out: Mutex::new(left_out),
             admin_flag: std::sync::OnceLock::new(),
+            sessions_end: CancellationToken::new(),
         })
     }
 
@@ -260,7 +264,7 @@ impl Gateway {
                 std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
             format!(
                 "--config {}",
-                crate::text::shell_word(&path.to_string_lossy())
+                mcp_hints_core::escape::shell_word(&path.to_string_lossy())
             )
         });
         format!("mcp-hints gateway approve {id} {flag}")
@@ -296,7 +300,10 @@ impl Gateway {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         if let Err(error) = self.log.flush().await {
-            eprintln!("gateway: {}", crate::text::one_line(&error.to_string()));
+            eprintln!(
+                "gateway: {}",
+                mcp_hints_core::escape::one_line(&error.to_string())
+            );
         }
     }
 
@@ -333,7 +340,7 @@ impl Gateway {
                     eprintln!(
                         "gateway: upstream `{name}` changed its tools, but they could not be \
                          listed again: {}; the old list stays",
-                        crate::text::one_line(&error)
+                        mcp_hints_core::escape::one_line(&error)
                     );
                     continue;
                 }
@@ -389,7 +396,7 @@ impl Gateway {
             Err(error) => {
                 eprintln!(
                     "gateway: the changed tool list is not served, the old one stays: {}",
-                    crate::text::one_line(&error)
+                    mcp_hints_core::escape::one_line(&error)
                 );
                 return;
             }
@@ -405,6 +412,13 @@ impl Gateway {
                 let _ = peer.notify_tool_list_changed().await;
             });
         }
+    }
+
+    /// Ends every streamable-HTTP session of every [`router`] built on
+    /// this gateway: their streams close, and a client that names one gets
+    /// 404 and starts a new one.
+    pub fn end_sessions(&self) {
+        self.sessions_end.cancel();
     }
 
     /// Drops every upstream connection, which stops the stdio upstreams'
@@ -443,7 +457,7 @@ fn say_left_out(
             "gateway: upstream `{upstream}` lists a tool whose name `{}` {problem} (the spec's \
              tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`); it is not served, the upstream's \
              other tools are",
-            crate::text::shown(tool)
+            mcp_hints_core::escape::shown(tool)
         );
     }
     catalogue.left_out.keys().cloned().collect()
@@ -481,8 +495,8 @@ async fn start_upstreams(
         .count();
     eprintln!(
         "gateway: {} from {} ({unavailable} unavailable)",
-        crate::text::count(catalogue.tools.len(), "tool", "tools"),
-        crate::text::count(upstreams.len(), "upstream", "upstreams"),
+        mcp_hints_core::escape::count(catalogue.tools.len(), "tool", "tools"),
+        mcp_hints_core::escape::count(upstreams.len(), "upstream", "upstreams"),
     );
     Ok((upstreams, catalogue, left_out, receiver))
 }
@@ -714,7 +728,7 @@ impl Front {
                     format!(
                         "upstream `{prefix}` is unavailable ({}); its tools cannot be called \
                          until it is reachable",
-                        crate::text::one_line(&reason)
+                        mcp_hints_core::escape::one_line(&reason)
                     ),
                     json!({ "outcome": "unavailable", "upstream": prefix }),
                 ));
@@ -981,7 +995,7 @@ impl Front {
                             "`{}` was approved, but the lock could not be written ({}); it was \
                              not forwarded",
                             escape::shown(name),
-                            crate::text::one_line(&error)
+                            mcp_hints_core::escape::one_line(&error)
                         ),
                         json!({ "decision": "drift" }),
                     ));
@@ -1114,7 +1128,7 @@ impl Front {
             eprintln!(
                 "gateway: call {} finished ({outcome}) but its entry could not be written: {}",
                 record.id,
-                crate::text::one_line(&error)
+                mcp_hints_core::escape::one_line(&error)
             );
         }
         result
@@ -1239,7 +1253,7 @@ fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
         eprintln!(
             "gateway: call {} was abandoned but its entry could not be written: {}",
             entry.id,
-            crate::text::one_line(&error.to_string())
+            mcp_hints_core::escape::one_line(&error.to_string())
         );
     }
 }
@@ -1249,7 +1263,7 @@ fn log_failed(error: &str) -> CallToolResult {
         format!(
             "the gateway's audit log cannot be written ({}), so the call was refused and not \
              forwarded",
-            crate::text::one_line(error)
+            mcp_hints_core::escape::one_line(error)
         ),
         json!({ "outcome": "refused", "reason": "audit_log" }),
     )
@@ -1283,7 +1297,7 @@ fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
         format!(
             "`{}` was not forwarded: upstream `{upstream}` is unavailable ({})",
             escape::shown(name),
-            crate::text::one_line(reason)
+            mcp_hints_core::escape::one_line(reason)
         ),
         json!({ "outcome": "unavailable", "upstream": upstream }),
     )
@@ -1415,29 +1429,26 @@ pub async fn serve_stdio(
     Ok(())
 }
 
-/// Serves MCP over streamable HTTP at `http://ADDRESS/mcp`, behind the
-/// bearer-token check (401 for any request without a client's token,
-/// before anything else is looked at) and then the HTTP guard (403 for a
-/// foreign `Origin`, 404, 400 and 413; rmcp's `Host` check), until `stop`
-/// resolves (the command's signals). Says the bound address on stderr: `gateway: serving MCP over
-/// streamable HTTP at http://ADDR/mcp`.
+/// The gateway's MCP endpoint as an axum [`Router`](axum::Router) serving
+/// `/mcp`, for an application to serve or to merge into its own router:
+/// the bearer-token check first (401 for any request without a client's
+/// token, before anything else is looked at), then the HTTP guard (403 for
+/// a foreign `Origin`, 404, 400 and 413), then rmcp's streamable HTTP
+/// service, which checks `Host` against loopback names and `bound`, the
+/// address the application listens on (DNS rebinding; streamable HTTP
+/// transport, "Security Warning"). Its sessions end with
+/// [`Gateway::end_sessions`].
+///
+/// Set `TCP_NODELAY` on the connections that reach it (see [`serve_http`]'s
+/// listener): without it a client that keeps its connection alive waits
+/// for its delayed acknowledgement on each request after the first.
 ///
 /// # Errors
 ///
-/// An address that is not loopback without `listen.public`, one that
-/// cannot be bound, or an `allow_origins` entry that is not an origin.
-pub async fn serve_http(
-    gateway: Arc<Gateway>,
-    address: SocketAddr,
-    stop: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
-    let listen = &gateway.config.listen;
-    let listener = bind(address, listen.public, "listen.http").await?;
-    let bound = listener
-        .local_addr()
-        .map_err(|error| format!("listen.http: {error}"))?;
+/// A `listen.allow_origins` entry that is not an origin.
+pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, String> {
     let mut guard = HttpGuard::for_address(bound);
-    for origin in &listen.allow_origins {
+    for origin in &gateway.config.listen.allow_origins {
         guard = guard
             .allow_origin(origin)
             .map_err(|error| format!("listen.allow_origins: {error}"))?;
@@ -1452,7 +1463,7 @@ pub async fn serve_http(
     // of three writes; a call whose upstream sends progress first still
     // streams.
     config.json_response = true;
-    let sessions_end = config.cancellation_token.clone();
+    config.cancellation_token = gateway.sessions_end.child_token();
     let sessions = Arc::new(LocalSessionManager::default());
     let guard = guard.sessions(sessions.clone());
     let front = Front::http(gateway.clone());
@@ -1460,11 +1471,33 @@ pub async fn serve_http(
     // The token first: a request without one learns nothing from the
     // guard's answers (which session ids are live, what a body lacks).
     let authenticated = Authenticate {
-        gateway: gateway.clone(),
+        gateway,
         owners: Arc::new(SessionOwners::default()),
         inner: guard.service(service),
     };
-    let app = axum::Router::new().nest_service("/mcp", authenticated);
+    Ok(axum::Router::new().nest_service("/mcp", authenticated))
+}
+
+/// Serves [`router`] at `http://ADDRESS/mcp` until `stop` resolves (the
+/// command's signals), every connection with `TCP_NODELAY`. Says the bound
+/// address on stderr: `gateway: serving MCP over streamable HTTP at
+/// http://ADDR/mcp`. At `stop`, parked calls are denied
+/// ([`Approvals::deny_all_stopping`]) before the sessions end.
+///
+/// # Errors
+///
+/// An address that is not loopback without `listen.public`, one that
+/// cannot be bound, or an `allow_origins` entry that is not an origin.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    address: SocketAddr,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let listener = bind(address, gateway.config.listen.public, "listen.http").await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("listen.http: {error}"))?;
+    let app = router(gateway.clone(), bound)?;
     eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
     let stopping = gateway.clone();
     let served = axum::serve(listener, app)
@@ -1476,7 +1509,7 @@ pub async fn serve_http(
             if stopping.approvals.deny_all_stopping() > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
-            sessions_end.cancel();
+            stopping.end_sessions();
         })
         .await;
     gateway.close();

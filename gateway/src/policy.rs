@@ -163,8 +163,8 @@ pub fn unmatched_tool_globs<'a>(
         if !named.any(|(upstream, tool)| tool_matches(tool_glob, upstream, tool)) {
             unmatched.push(format!(
                 "{path}.tool `{}` matches no tool of the upstreams `{}` names",
-                crate::text::one_line(tool_glob.as_str()),
-                crate::text::one_line(upstream_glob.as_str())
+                mcp_hints_core::escape::one_line(tool_glob.as_str()),
+                mcp_hints_core::escape::one_line(upstream_glob.as_str())
             ));
         }
     }
@@ -443,7 +443,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::gateway::config::parse_with_env;
+    use crate::config::parse_with_env;
 
     const HEAD: &str = "[log]\npath = \"a.jsonl\"\n\
                         [[upstream]]\nname = \"notes\"\ncommand = [\"x\"]\n\

@@ -557,7 +557,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
 /// [`parse`], with the environment given: `env(NAME)` is the variable's
 /// value, `None` when unset. Tests use it instead of changing the
 /// process's environment, which other threads read.
-pub(crate) fn parse_with_env(
+pub fn parse_with_env(
     text: &str,
     path: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
@@ -1670,7 +1670,7 @@ fn predicate(text: &str) -> Result<Predicate, String> {
 
 /// ` (did you mean `X`?)` when one of `known` is close to `given`.
 fn suggestion(given: &str, known: &[&str]) -> String {
-    crate::suggest::closest(given, known.iter().copied())
+    mcp_hints_core::suggest::closest(given, known.iter().copied())
         .map(|name| format!(" (did you mean `{name}`?)"))
         .unwrap_or_default()
 }

@@ -1,19 +1,15 @@
 //! "did you mean": the name closest to one that is not known, for every
-//! place the command takes a name (config keys, tables and values, rule
-//! predicates, lint rules, tools).
+//! place a name is taken: the `#[tool]` macros' keys, the command's config
+//! keys, tables and values, rule predicates, lint rules and tools.
 
 /// How alike (Jaro-Winkler, 0 to 1) a known name must be to the unknown one
-/// to be suggested, case, `-` and `_` aside. The `#[tool]` macros suggest
-/// with the same rule.
-const ALIKE: f64 = 0.85;
+/// to be suggested, case, `-` and `_` aside.
+pub const ALIKE: f64 = 0.85;
 
 /// The name of `known` closest to `unknown`, when it is close enough to be
 /// a likely typo. Case and `-`/`_` are ignored, so `readOnly` and
 /// `read-only` both find `read_only`. Of names equally close, the last.
-pub(crate) fn closest<'a>(
-    unknown: &str,
-    known: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn closest<'a>(unknown: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let wanted = normalize(unknown);
     known
         .into_iter()
@@ -40,6 +36,7 @@ mod tests {
     fn finds_camel_case_and_typos() {
         assert_eq!(closest("readOnly", KEYS), Some("read_only"));
         assert_eq!(closest("read-only", KEYS), Some("read_only"));
+        assert_eq!(closest("readonly", KEYS), Some("read_only"));
         assert_eq!(closest("idempotant", KEYS), Some("idempotent"));
         assert_eq!(closest("closed_word", KEYS), Some("closed_world"));
         assert_eq!(closest("tol", ["tool", "upstream"]), Some("tool"));

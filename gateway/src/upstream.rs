@@ -193,7 +193,7 @@ impl Upstream {
             eprintln!(
                 "gateway: upstream `{}` is unavailable: {}; its tools stay listed, marked",
                 self.name,
-                crate::text::one_line(&reason)
+                mcp_hints_core::escape::one_line(&reason)
             );
         }
         state.unavailable = Some(reason);
@@ -358,7 +358,7 @@ pub async fn connect_all(
             Err(reason) => {
                 eprintln!(
                     "gateway: upstream `{name}` is unavailable: {}; the others keep serving",
-                    crate::text::one_line(&reason)
+                    mcp_hints_core::escape::one_line(&reason)
                 );
                 State {
                     client: None,
@@ -795,7 +795,7 @@ impl Transport<RoleClient> for GroupTransport {
 /// cut marked with [`escape::MARKER`]. A server's log line is passed on as
 /// long as that bound allows, not cut as one value of a message is.
 async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
-    let name = crate::text::one_line(&name).into_owned();
+    let name = mcp_hints_core::escape::one_line(&name).into_owned();
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -818,7 +818,7 @@ async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
         let text = text.trim_end_matches(['\n', '\r']);
         eprintln!(
             "{name}: {}{}",
-            crate::text::one_line(text),
+            mcp_hints_core::escape::one_line(text),
             if cut {
                 escape::MARKER.to_string()
             } else {

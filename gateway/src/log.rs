@@ -1,0 +1,1156 @@
+//! The gateway's audit log: one JSON object per line (JSON Lines), one line
+//! per decision, appended and made durable before the call it records goes
+//! on, and `mcp-hints gateway log`, which filters it.
+//!
+//! Durability is the point: a call's `decided` entry is on disk
+//! (`File::sync_data`, [`Durability::Synced`]) before the call goes on, and
+//! an entry that cannot be written is an error the caller turns into a
+//! refused call, so a decision is never taken without its record. Its
+//! `finished` entry is written before the answer goes back
+//! ([`Durability::Written`]) and synced soon after, with the next call's
+//! sync or at most [`IDLE_SYNC`] later: the call already ran, and waiting
+//! for the disk a second time would only delay its answer. Secrets never reach the
+//! log: an [`Entry`] has no field for a token or a header, and arguments are
+//! kept as a digest ([`arguments_digest`]) unless the operator asks for them
+//! raw (`[log] raw_arguments = true`).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The words of an audit entry's fixed fields: an enum whose variants are
+/// written as their `snake_case` names, every name in `NAMES` in the order
+/// of the variants, and `FromStr` of those names (what `gateway log`'s
+/// filters accept).
+macro_rules! entry_word {
+    ($(#[$meta:meta])* $name:ident { $($(#[$variant_meta:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$variant_meta])* #[serde(rename = $word)] $variant,)+
+        }
+
+        impl $name {
+            /// Every variant, in order.
+            pub const ALL: &[$name] = &[$($name::$variant),+];
+            /// Every variant's name as written in the log, in order.
+            pub const NAMES: &[&str] = &[$($word),+];
+
+            /// The name written in the log.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            /// A name from `NAMES`; any other text is an error listing them.
+            fn from_str(text: &str) -> Result<$name, String> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|word| word.as_str() == text)
+                    .ok_or_else(|| {
+                        format!(
+                            "`{}` is not one of {}",
+                            mcp_hints_core::escape::shown(text),
+                            $name::NAMES.join(", ")
+                        )
+                    })
+            }
+        }
+    };
+}
+
+entry_word! {
+    /// What the gateway decided about a call: an [`Entry`]'s `decision`
+    /// (and what `gateway log --decision` accepts).
+    Decision {
+        /// A rule, or `policy.default`, allows it.
+        Allow = "allow",
+        /// A rule, or `policy.default`, refuses it.
+        Deny = "deny",
+        /// A rule parks it for an approver.
+        RequireApproval = "require_approval",
+        /// A rate limit refuses it.
+        RateLimited = "rate_limited",
+        /// A parked call an approver approved.
+        Approved = "approved",
+        /// A parked call an approver denied.
+        Denied = "denied",
+        /// A parked call nobody decided in time.
+        Expired = "expired",
+        /// A tool changed since the lock's approval, parked for one.
+        Drift = "drift",
+        /// A call to an upstream never reached: its tools, and so their
+        /// hints, are unknown (`hints` is `null`).
+        Unavailable = "unavailable",
+        /// A parked call its client withdrew (cancelled, timed out, gone).
+        Abandoned = "abandoned",
+    }
+}
+
+entry_word! {
+    /// How a call ended: a `finished` [`Entry`]'s `outcome` (and what
+    /// `gateway log --outcome` accepts).
+    Outcome {
+        /// The upstream answered with a result.
+        Completed = "completed",
+        /// The upstream answered with an error, or a result with
+        /// `isError`.
+        ToolError = "tool_error",
+        /// No answer came, and it may have run: read back before calling
+        /// again.
+        DeliveryUnknown = "delivery_unknown",
+        /// The gateway did not forward it.
+        Refused = "refused",
+        /// Its upstream could not be reached.
+        Unavailable = "unavailable",
+    }
+}
+
+entry_word! {
+    /// Which of a call's entries an [`Entry`] is.
+    Phase {
+        /// Written (and synced) before the call goes upstream or is
+        /// refused.
+        Decided = "decided",
+        /// Written after, with the outcome.
+        Finished = "finished",
+    }
+}
+
+/// One line of the audit log: one decision about one `tools/call`.
+///
+/// Every call has two entries with the same `id`: `phase` `"decided"`,
+/// written before the call goes upstream (or is refused), and
+/// `"finished"`, with its `outcome` (and `attempts`, for a call that was
+/// sent). A parked call has a third, its resolution, between the two.
+/// Absent optional fields are left out of the line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// When the decision was taken: RFC 3339 in UTC with milliseconds,
+    /// `2026-03-16T09:30:00.123Z` (see [`now`]).
+    pub time: String,
+    /// The call's id (a v4 UUID), shared by its entries and by its parked
+    /// call, if any.
+    pub id: String,
+    /// The principal the client's token maps to (`local` over stdio).
+    pub principal: String,
+    /// The upstream's name from the config.
+    pub upstream: String,
+    /// The tool's name as the upstream serves it (not namespaced).
+    pub tool: String,
+    /// What was decided: `allow`, `deny`, `require_approval`,
+    /// `rate_limited`, and for a parked call `approved`, `denied`,
+    /// `expired`; `drift`, `unavailable`, `abandoned` ([`Decision`]).
+    pub decision: Decision,
+    /// The rule that fired, described by the policy (`rule[2] (deny
+    /// delete_* when destructive)`); absent when the default decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The effective hints and their sources, as the policy serialises
+    /// them: `{"readOnlyHint": {"value": true, "source": "declared"}, ...}`.
+    #[serde(default)]
+    pub hints: Value,
+    /// [`arguments_digest`] of the call's arguments: 64 lowercase hex
+    /// digits.
+    pub arguments_sha256: String,
+    /// The raw arguments, only with `[log] raw_arguments = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// How it ended: `completed`, `tool_error`, `delivery_unknown`,
+    /// `refused` or `unavailable` ([`Outcome`]); absent on a `decided`
+    /// entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// How many times the call was sent upstream (resends included), on a
+    /// `finished` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// `decided` (written before forwarding) or `finished` (after).
+    pub phase: Phase,
+}
+
+/// The current time as an [`Entry::time`]: RFC 3339, UTC, milliseconds.
+pub fn now() -> String {
+    rfc3339::format(SystemTime::now())
+}
+
+/// The SHA-256 of `arguments`' canonical JSON (RFC 8785: keys sorted, no
+/// whitespace, numbers in their shortest form, so `{"b":1.0,"a":2}` and
+/// `{"a":2,"b":1}` have one digest; but integers no double holds keep their
+/// digits, so `9007199254740993` and `9007199254740992` have two), as 64
+/// lowercase hex digits.
+///
+/// [`mcp_hints::canonical::arguments_digest`] without its `sha256:` prefix
+/// (the field's name says it): the digest keyed calls are compared by.
+pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
+    let digest = mcp_hints::canonical::arguments_digest(Some(arguments), None);
+    match digest.strip_prefix("sha256:") {
+        Some(hex) => hex.to_owned(),
+        None => digest,
+    }
+}
+
+/// Why an entry could not be written: the log's path, what was being done
+/// and the system's cause. The caller fails the call closed.
+#[derive(Debug, thiserror::Error)]
+#[error("audit log {}: cannot {action}: {source}", path.display())]
+pub struct LogError {
+    /// The log file.
+    pub path: PathBuf,
+    /// What failed: `open it`, `append to it`, `sync it to disk`, ...
+    pub action: &'static str,
+    /// The cause (for a log removed since it was opened, `NotFound`).
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// How durable a line must be before [`AuditLog::record`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk (`fdatasync`): a `decided` entry, before its call goes on.
+    Synced,
+    /// Written to the file (the kernel has it, so a crash of the gateway
+    /// cannot lose it), and synced with the next synced line or at most
+    /// [`IDLE_SYNC`] after it was written: a `finished` entry, whose
+    /// call already went on, so that waiting for the disk would only delay
+    /// the answer.
+    Written,
+}
+
+/// How long a line that was only [`Durability::Written`] may wait for a
+/// sync at most: 50 ms.
+pub const IDLE_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// At most this many queued requests share one sync.
+const MAX_BATCH: usize = 1024;
+
+/// The audit log, open for appending. Cloning shares the one file.
+///
+/// [`record`](AuditLog::record) appends its line itself, with one `write`
+/// on a file opened with `O_APPEND`, under a lock: lines never interleave,
+/// and the line is in the kernel when the call goes on, without a hand-off
+/// to another thread (each costs a wake-up on both sides, which on a busy
+/// or virtual machine is tens of microseconds). Only syncs go to the log's
+/// sync thread, which syncs once for every line written meanwhile (group
+/// commit): concurrent calls share a sync instead of queueing for one
+/// each, and the async runtime never waits on the disk.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    /// The file, shared with the sync thread (`fdatasync` needs no lock).
+    file: Arc<File>,
+    appender: Mutex<Appender>,
+    /// How many lines were appended; a sync covers every line counted
+    /// before it starts.
+    written: AtomicU64,
+    /// Set while the sync thread has an idle sync due, so that
+    /// [`Durability::Written`] lines tell it once per [`IDLE_SYNC`], not
+    /// once per line.
+    armed: AtomicBool,
+    /// How many lines the last sync that succeeded covered.
+    synced: AtomicU64,
+    /// How many times a written line armed the idle sync.
+    #[cfg(test)]
+    arms: AtomicU64,
+    syncs: std::sync::mpsc::Sender<SyncRequest>,
+}
+
+/// What the sync thread is asked.
+#[derive(Debug)]
+enum SyncRequest {
+    /// Sync the first `upto` lines (at least), then answer.
+    Sync {
+        upto: u64,
+        reply: tokio::sync::oneshot::Sender<Result<(), LogError>>,
+    },
+    /// Lines were written that no sync covers: sync them [`IDLE_SYNC`]
+    /// from now, unless a sync that covers them came first.
+    Arm,
+}
+
+/// The appending side: which file the path named at open, and what the
+/// operator has been told.
+#[derive(Debug)]
+struct Appender {
+    /// The open file's device and inode, to tell whether the path still
+    /// names it.
+    identity: (u64, u64),
+    health: Health,
+}
+
+/// Whether appends and syncs are failing, said on stderr once per change
+/// (every call is refused while they fail, and the operator must know
+/// why), not once per call.
+#[derive(Debug, Default)]
+struct Health {
+    append_failing: bool,
+    sync_failing: bool,
+}
+
+impl Health {
+    /// Records how an append (`sync` false) or a sync went, and says so
+    /// when the log starts failing or is written again.
+    fn note(&mut self, path: &Path, sync: bool, failure: Option<&LogError>) {
+        let before = self.append_failing || self.sync_failing;
+        if sync {
+            self.sync_failing = failure.is_some();
+        } else {
+            self.append_failing = failure.is_some();
+        }
+        match (failure, before) {
+            (Some(error), false) => eprintln!(
+                "gateway: {}; calls are refused until it can be written",
+                mcp_hints_core::escape::one_line(&error.to_string())
+            ),
+            (None, true) if !(self.append_failing || self.sync_failing) => eprintln!(
+                "gateway: audit log {} is written again",
+                mcp_hints_core::escape::one_line(&path.display().to_string())
+            ),
+            _ => {}
+        }
+    }
+}
+
+impl AuditLog {
+    /// Whether [`open`](Self::open) could open the log at `path`, without
+    /// creating or writing it (for `gateway check`): an existing file is
+    /// opened for appending and closed, a missing one needs its directory.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] (action `open it for appending`) for a missing
+    /// directory, a directory at `path`, or no permission.
+    pub fn check(path: &Path) -> Result<(), LogError> {
+        let error = |source| LogError {
+            path: path.to_owned(),
+            action: "open it for appending",
+            source,
+        };
+        if path.exists() {
+            // Opened, not created, and nothing written: the same error
+            // `open` would meet (a directory, no permission).
+            OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map(drop)
+                .map_err(error)
+        } else {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(dir) {
+                Ok(metadata) if metadata.is_dir() => Ok(()),
+                Ok(_) => Err(error(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", dir.display()),
+                ))),
+                Err(source) => Err(error(source)),
+            }
+        }
+    }
+
+    /// Opens (creating it, mode 0600 on Unix) the log at `path` for
+    /// appending, and starts its sync thread (which ends when the last
+    /// clone is dropped, syncing what was written).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the file cannot be opened for appending (a
+    /// missing directory, a directory at `path`, no permission), or the
+    /// sync thread cannot be started.
+    pub fn open(path: &Path) -> Result<AuditLog, LogError> {
+        let error = |action, source| LogError {
+            path: path.to_owned(),
+            action,
+            source,
+        };
+        let existed = path.exists();
+        let mut options = OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // The log may hold raw arguments: readable by its owner only.
+            options.mode(0o600);
+        }
+        let file = options
+            .open(path)
+            .map_err(|source| error("open it for appending", source))?;
+        if !existed {
+            // A new file's name is durable only once its directory is.
+            sync_directory(path).map_err(|source| error("sync its directory", source))?;
+        }
+        let opened = file
+            .metadata()
+            .map_err(|source| error("read its length", source))?;
+        if ends_torn(path, opened.len()).map_err(|source| error("read its last byte", source))? {
+            // A crash cut the last line short: end it, so that the next
+            // entry starts a line of its own (the torn one stays, to be
+            // seen, and `gateway log` skips it saying so).
+            (&file)
+                .write_all(b"\n")
+                .map_err(|source| error("end its last line", source))?;
+        }
+        let (syncs, requests) = std::sync::mpsc::channel();
+        let inner = Arc::new(Inner {
+            path: path.to_owned(),
+            file: Arc::new(file),
+            appender: Mutex::new(Appender {
+                identity: identity(&opened),
+                health: Health::default(),
+            }),
+            written: AtomicU64::new(0),
+            armed: AtomicBool::new(false),
+            synced: AtomicU64::new(0),
+            #[cfg(test)]
+            arms: AtomicU64::new(0),
+            syncs,
+        });
+        let syncer = Syncer {
+            inner: Arc::downgrade(&inner),
+            path: path.to_owned(),
+            file: inner.file.clone(),
+        };
+        std::thread::Builder::new()
+            .name("audit-log".to_owned())
+            .spawn(move || syncer.run(&requests))
+            .map_err(|source| error("start its sync thread", source))?;
+        Ok(AuditLog { inner })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Appends `entry` as one line and waits until it is as `durability`
+    /// asks.
+    ///
+    /// The line is written before the first await: a future polled once
+    /// and dropped has written it (whole, or cut off again), and a
+    /// [`Durability::Synced`] one has asked for its sync.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the line cannot be written or synced (a full disk,
+    /// an I/O error), or when the file was removed or replaced since it was
+    /// opened (a line written then would be lost with the old file). A
+    /// line that was written in part is cut off again, so the log stays
+    /// parseable. On an error, refuse the call.
+    pub async fn record(&self, entry: &Entry, durability: Durability) -> Result<(), LogError> {
+        let inner = &self.inner;
+        let mut line = serde_json::to_vec(entry)
+            .map_err(|source| inner.error("serialise the entry", source.into()))?;
+        line.push(b'\n');
+        let upto = inner.append(&line)?;
+        let gone = || inner.error("sync it to disk", sync_thread_gone());
+        match durability {
+            Durability::Written => {
+                if !inner.armed.swap(true, Ordering::SeqCst) {
+                    #[cfg(test)]
+                    inner.arms.fetch_add(1, Ordering::SeqCst);
+                    // Nobody waits on the idle sync; a stopped thread is
+                    // the next synced line's error.
+                    let _ = inner.syncs.send(SyncRequest::Arm);
+                }
+                Ok(())
+            }
+            Durability::Synced => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                inner
+                    .syncs
+                    .send(SyncRequest::Sync { upto, reply })
+                    .map_err(|_| gone())?;
+                answer.await.map_err(|_| gone())?
+            }
+        }
+    }
+
+    /// Waits until every line written before this call is synced: before
+    /// the gateway exits, since the sync thread does not outlive the
+    /// process.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the sync fails.
+    pub async fn flush(&self) -> Result<(), LogError> {
+        let inner = &self.inner;
+        let gone = || inner.error("flush it", sync_thread_gone());
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let upto = inner.written.load(Ordering::SeqCst);
+        inner
+            .syncs
+            .send(SyncRequest::Sync { upto, reply })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+fn sync_thread_gone() -> std::io::Error {
+    std::io::Error::other("its sync thread has stopped")
+}
+
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (metadata.dev(), metadata.ino())
+}
+
+#[cfg(not(unix))]
+fn identity(_metadata: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+impl Inner {
+    /// Appends `line` with one `write` (more only if the kernel takes it
+    /// in parts), under the lock; how many lines are written now, this
+    /// one included.
+    fn append(&self, line: &[u8]) -> Result<u64, LogError> {
+        let mut appender = self.appender.lock().unwrap_or_else(PoisonError::into_inner);
+        let appended = match self.still_in_place(appender.identity) {
+            Ok(()) => self.write_line(line),
+            Err(source) => Err(self.error("append to it", source)),
+        };
+        appender
+            .health
+            .note(&self.path, false, appended.as_ref().err());
+        appended?;
+        Ok(self.written.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    fn write_line(&self, line: &[u8]) -> Result<(), LogError> {
+        let mut file = &*self.file;
+        let mut written = 0;
+        while written < line.len() {
+            match file.write(&line[written..]) {
+                Ok(0) => {
+                    let source = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Err(self.cut(written, source));
+                }
+                Ok(more) => written += more,
+                Err(source) if source.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.cut(written, source)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts the `written` bytes of a line that failed off the file's end,
+    /// so the next entry starts a line of its own; the failure as a
+    /// [`LogError`].
+    fn cut(&self, written: usize, source: std::io::Error) -> LogError {
+        if written > 0
+            && let Ok(metadata) = self.file.metadata()
+        {
+            // The length now, not one remembered: the file may have been
+            // truncated in place since it was opened (copytruncate).
+            let _ = self
+                .file
+                .set_len(metadata.len().saturating_sub(written as u64));
+        }
+        self.error("append to it", source)
+    }
+
+    fn error(&self, action: &'static str, source: std::io::Error) -> LogError {
+        LogError {
+            path: self.path.clone(),
+            action,
+            source,
+        }
+    }
+
+    /// An error when the path no longer names the open file: a write to
+    /// an unlinked file succeeds, and is lost.
+    fn still_in_place(&self, opened: (u64, u64)) -> std::io::Result<()> {
+        let gone = || {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the file was removed or replaced since the gateway opened it",
+            )
+        };
+        let on_disk = std::fs::metadata(&self.path).map_err(|_| gone())?;
+        if cfg!(unix) && identity(&on_disk) != opened {
+            return Err(gone());
+        }
+        Ok(())
+    }
+}
+
+/// The sync thread's side.
+struct Syncer {
+    /// The log, while any [`AuditLog`] holds it: its line count and its
+    /// health. Weak, so that the last clone dropped ends the thread.
+    inner: std::sync::Weak<Inner>,
+    path: PathBuf,
+    file: Arc<File>,
+}
+
+impl Syncer {
+    /// Answers sync requests, a batch of them with one sync, until every
+    /// [`AuditLog`] clone is gone; syncs lines that were only written when
+    /// their idle sync is due, and at the end.
+    fn run(self, requests: &std::sync::mpsc::Receiver<SyncRequest>) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let mut idle_sync: Option<Instant> = None;
+        loop {
+            let first = match idle_sync {
+                Some(due) => {
+                    match requests.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                        Ok(request) => request,
+                        Err(RecvTimeoutError::Timeout) => {
+                            // Nobody waits on it; the operator is told.
+                            self.idle_sync(&mut idle_sync);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                None => match requests.recv() {
+                    Ok(request) => request,
+                    Err(_) => break,
+                },
+            };
+            let mut waiting = Vec::new();
+            let mut request = Some(first);
+            while let Some(next) = request.take() {
+                match next {
+                    SyncRequest::Arm => {
+                        idle_sync.get_or_insert_with(|| Instant::now() + IDLE_SYNC);
+                    }
+                    SyncRequest::Sync { upto, reply } => waiting.push((upto, reply)),
+                }
+                if waiting.len() < MAX_BATCH {
+                    request = requests.try_recv().ok();
+                }
+            }
+            if waiting.is_empty() {
+                continue;
+            }
+            // Lines an earlier sync covered need no other.
+            let synced = self
+                .inner
+                .upgrade()
+                .map_or(0, |inner| inner.synced.load(Ordering::SeqCst));
+            let outcome = if waiting.iter().all(|(upto, _)| *upto <= synced) {
+                Ok(())
+            } else {
+                self.sync()
+            };
+            for (_, reply) in waiting {
+                let answer = match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(LogError {
+                        path: error.path.clone(),
+                        action: error.action,
+                        source: copy(&error.source),
+                    }),
+                };
+                // A caller that went away needs no answer.
+                let _ = reply.send(answer);
+            }
+        }
+        // Every clone is gone: nothing is appended any more.
+        let _ = self.file.sync_data();
+    }
+
+    /// Syncs every line written so far.
+    fn sync(&self) -> Result<(), LogError> {
+        let Some(inner) = self.inner.upgrade() else {
+            return self.file.sync_data().map_err(|source| LogError {
+                path: self.path.clone(),
+                action: "sync it to disk",
+                source,
+            });
+        };
+        let covered = inner.written.load(Ordering::SeqCst);
+        let synced = self
+            .file
+            .sync_data()
+            .map_err(|source| inner.error("sync it to disk", source));
+        inner
+            .appender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .health
+            .note(&self.path, true, synced.as_ref().err());
+        if synced.is_ok() {
+            inner.synced.fetch_max(covered, Ordering::SeqCst);
+        }
+        synced
+    }
+
+    /// The idle sync, once it is due: syncs the lines only written since
+    /// the last sync, if any, and disarms, so that the next such line arms
+    /// it again. Calls' own syncs leave it armed: at one call at a time,
+    /// each call's sync covers the previous call's `finished` line, and
+    /// re-arming after each would cost a wake-up of this thread per call.
+    fn idle_sync(&self, due: &mut Option<Instant>) {
+        *due = None;
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        // Disarmed before the count is read: a line counted after this
+        // store arms the thread anew, one counted before it is seen here.
+        inner.armed.store(false, Ordering::SeqCst);
+        if inner.written.load(Ordering::SeqCst) <= inner.synced.load(Ordering::SeqCst) {
+            return;
+        }
+        drop(inner);
+        if self.sync().is_err() {
+            // Tried again later; the operator has been told.
+            if let Some(inner) = self.inner.upgrade() {
+                inner.armed.store(true, Ordering::SeqCst);
+            }
+            *due = Some(Instant::now() + IDLE_SYNC);
+        }
+    }
+}
+
+/// Whether the file at `path`, `length` bytes long, has a last line
+/// without its newline.
+fn ends_torn(path: &Path, length: u64) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if length == 0 {
+        return Ok(false);
+    }
+    let mut reader = File::open(path)?;
+    reader.seek(SeekFrom::Start(length - 1))?;
+    let mut last = [0u8];
+    reader.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+/// `error` again, for each caller of a batch that shares it.
+fn copy(error: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), error.to_string())
+}
+
+#[cfg(unix)]
+fn sync_directory(path: &Path) -> std::io::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    File::open(directory)?.sync_all()
+}
+
+/// Directories cannot be opened as files elsewhere; the entry itself is
+/// still synced.
+#[cfg(not(unix))]
+fn sync_directory(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// RFC 3339 times: written in UTC with milliseconds
+/// (`2026-03-16T09:30:00.123Z`), read with any offset and fraction, by
+/// chrono.
+pub mod rfc3339 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use chrono::{DateTime, SecondsFormat, Utc};
+
+    /// `time` in UTC with milliseconds; times before 1970 are written as
+    /// 1970-01-01T00:00:00.000Z.
+    pub fn format(time: SystemTime) -> String {
+        let millis = time
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        i64::try_from(millis)
+            .ok()
+            .and_then(DateTime::from_timestamp_millis)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+            .to_rfc3339_opts(SecondsFormat::Millis, true)
+    }
+
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)` (`t`, `z`
+    /// and a space for `T` accepted, as RFC 3339 allows). A leap second
+    /// (`:60`) counts as the next second's start.
+    ///
+    /// # Errors
+    ///
+    /// A message saying what is wrong, for text of another shape or a
+    /// field out of range.
+    pub fn parse(text: &str) -> Result<SystemTime, String> {
+        DateTime::parse_from_rfc3339(text)
+            .map(SystemTime::from)
+            .map_err(|error| format!("`{text}` is not an RFC 3339 time ({error})"))
+    }
+
+    /// `#[serde(with = "rfc3339")]` for a `SystemTime` field written as
+    /// [`format()`] and read by [`parse`].
+    pub fn serialize<S: serde::Serializer>(
+        time: &SystemTime,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format(*time))
+    }
+
+    /// See [`serialize`].
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SystemTime, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A fresh directory under the system's temporary directory, removed
+    /// when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let path = std::env::temp_dir().join(format!(
+                "mcp-hints-gateway-{name}-{}-{}",
+                std::process::id(),
+                nanos_now()
+            ));
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn nanos_now() -> u128 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    }
+
+    fn entry(n: u32, principal: &str, tool: &str, decision: &str, time: &str) -> Entry {
+        Entry {
+            time: time.to_owned(),
+            id: format!("call-{n}"),
+            principal: principal.to_owned(),
+            upstream: "memory".to_owned(),
+            tool: tool.to_owned(),
+            decision: decision.parse().unwrap(),
+            rule: None,
+            hints: json!({
+                "readOnlyHint": {"value": false, "source": "defaulted"},
+                "destructiveHint": {"value": true, "source": "asserted"},
+            }),
+            arguments_sha256: arguments_digest(&Map::new()),
+            arguments: None,
+            outcome: None,
+            attempts: None,
+            phase: Phase::Decided,
+        }
+    }
+
+    // The 50 records append at once and share the sync thread's batches;
+    // on the current-thread runtime the tasks interleave at every await.
+    #[tokio::test]
+    async fn concurrent_records_are_all_written_whole() {
+        let scratch = Scratch::new("concurrent");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let tasks: Vec<_> = (0..50)
+            .map(|n| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut entry = entry(n, "alice", "create_entities", "allow", &now());
+                    // Long lines make an interleaving write visible.
+                    entry.arguments = Some(json!({ "text": "x".repeat(10_000 + n as usize) }));
+                    // Both kinds share batches: each is answered as it asked.
+                    let durability = if n % 2 == 0 {
+                        Durability::Synced
+                    } else {
+                        Durability::Written
+                    };
+                    log.record(&entry, durability).await
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(|line| serde_json::from_str::<Entry>(line).unwrap().id)
+            .collect();
+        ids.sort();
+        let mut expected: Vec<String> = (0..50).map(|n| format!("call-{n}")).collect();
+        expected.sort();
+        assert_eq!(ids, expected);
+        assert!(text.ends_with('\n'));
+    }
+
+    #[tokio::test]
+    async fn written_lines_arm_the_idle_sync_once_per_period_and_are_synced_by_it() {
+        let scratch = Scratch::new("idle-sync");
+        let log = AuditLog::open(&scratch.0.join("audit.jsonl")).unwrap();
+        let started = Instant::now();
+        // One call at a time: each call's sync covers the line the call
+        // before only wrote.
+        for n in 0..40 {
+            let decided = entry(n, "alice", "t", "allow", &now());
+            log.record(&decided, Durability::Synced).await.unwrap();
+            let finished = Entry {
+                phase: Phase::Finished,
+                outcome: Some(Outcome::Completed),
+                ..decided
+            };
+            log.record(&finished, Durability::Written).await.unwrap();
+        }
+        let periods = started.elapsed().as_millis() / IDLE_SYNC.as_millis() + 1;
+        let arms = u128::from(log.inner.arms.load(Ordering::SeqCst));
+        assert!(
+            arms <= periods + 1,
+            "{arms} arms of the idle sync in {:?}: one per line, not per period",
+            started.elapsed()
+        );
+        // The last line, only written, is synced with nobody asking.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.inner.synced.load(Ordering::SeqCst) < 80 {
+            assert!(
+                Instant::now() < deadline,
+                "the idle sync never came: {} of 80 lines synced",
+                log.inner.synced.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_log_that_cannot_be_written_is_an_error_naming_it() {
+        let scratch = Scratch::new("unwritable");
+        // A directory where the file should be: cannot be opened.
+        let error = AuditLog::open(&scratch.0).unwrap_err();
+        assert_eq!(error.path, scratch.0);
+        assert!(
+            error.to_string().starts_with(&format!(
+                "audit log {}: cannot open it for appending: ",
+                scratch.0.display()
+            )),
+            "{error}"
+        );
+        // A missing directory.
+        assert!(AuditLog::open(&scratch.0.join("no/such/dir/audit.jsonl")).is_err());
+
+        // Removed after it was opened: the entry would be lost with it.
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        log.record(&entry(1, "a", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let error = log
+            .record(&entry(2, "a", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap_err();
+        assert_eq!(error.path, path);
+        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+        assert!(error.to_string().contains("removed or replaced"), "{error}");
+
+        // A finished entry is refused alike.
+        let error = log
+            .record(&entry(2, "a", "t", "allow", &now()), Durability::Written)
+            .await
+            .unwrap_err();
+        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+
+        // Replaced by another file of the same name: still refused.
+        std::fs::write(&path, "").unwrap();
+        assert!(
+            log.record(&entry(3, "a", "t", "allow", &now()), Durability::Synced)
+                .await
+                .is_err()
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_full_disk_is_an_error() {
+        // /dev/full accepts the open and refuses every write with ENOSPC.
+        let log = AuditLog::open(Path::new("/dev/full")).unwrap();
+        let error = log
+            .record(&entry(1, "a", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap_err();
+        assert_eq!(error.action, "append to it");
+        assert_eq!(error.source.raw_os_error(), Some(28), "{error}"); // ENOSPC
+    }
+
+    #[tokio::test]
+    async fn a_written_line_is_in_the_file_when_record_returns() {
+        let scratch = Scratch::new("written");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for n in 0..20 {
+            log.record(&entry(n, "a", "t", "allow", &now()), Durability::Written)
+                .await
+                .unwrap();
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            assert_eq!(lines, n as usize + 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_synced_line_is_synced_when_record_returns() {
+        let scratch = Scratch::new("synced");
+        let log = AuditLog::open(&scratch.0.join("audit.jsonl")).unwrap();
+        for n in 0..20 {
+            // A line only written before it: the sync covers both.
+            log.record(
+                &entry(2 * n, "a", "t", "allow", &now()),
+                Durability::Written,
+            )
+            .await
+            .unwrap();
+            log.record(
+                &entry(2 * n + 1, "a", "t", "allow", &now()),
+                Durability::Synced,
+            )
+            .await
+            .unwrap();
+            let (written, synced) = (
+                log.inner.written.load(Ordering::SeqCst),
+                log.inner.synced.load(Ordering::SeqCst),
+            );
+            assert_eq!(written, 2 * u64::from(n) + 2);
+            assert!(synced >= written, "{synced} of {written} lines synced");
+        }
+    }
+
+    #[test]
+    fn entry_words_are_written_read_and_parsed_by_the_same_names() {
+        fn check<T>(all: &[T], names: &[&str])
+        where
+            T: Copy + PartialEq + std::fmt::Debug + Serialize + std::str::FromStr<Err = String>,
+            T: for<'de> Deserialize<'de> + std::fmt::Display,
+        {
+            assert_eq!(all.len(), names.len());
+            for (word, name) in all.iter().zip(names) {
+                assert_eq!(serde_json::to_value(word).unwrap(), json!(name));
+                assert_eq!(serde_json::from_value::<T>(json!(name)).unwrap(), *word);
+                assert_eq!(name.parse::<T>().unwrap(), *word);
+                assert_eq!(word.to_string(), *name);
+            }
+            let error = "maybe\u{1b}[2J".parse::<T>().unwrap_err();
+            assert!(
+                error.starts_with("`maybe\\u{1b}[2J` is not one of "),
+                "{error}"
+            );
+        }
+        check(Decision::ALL, Decision::NAMES);
+        check(Outcome::ALL, Outcome::NAMES);
+        check(Phase::ALL, Phase::NAMES);
+        assert_eq!(Decision::NAMES.len(), 10);
+        assert!(serde_json::from_value::<Decision>(json!("maybe")).is_err());
+    }
+
+    #[test]
+    fn the_digest_ignores_key_order_and_number_spelling() {
+        let a: Map<String, Value> =
+            serde_json::from_str(r#"{"b": 1.0, "a": {"y": [1, 2.50], "x": "s"}}"#).unwrap();
+        let b: Map<String, Value> =
+            serde_json::from_str(r#"{"a": {"x": "s", "y": [1.0, 2.5]}, "b": 1}"#).unwrap();
+        assert_eq!(arguments_digest(&a), arguments_digest(&b));
+        let c: Map<String, Value> =
+            serde_json::from_str(r#"{"b": 2, "a": {"x": "s", "y": [1, 2.5]}}"#).unwrap();
+        assert_ne!(arguments_digest(&a), arguments_digest(&c));
+        // A double would round these two together; their digits differ.
+        let big = |n: &str| serde_json::from_str::<Map<String, Value>>(&format!(r#"{{"n":{n}}}"#));
+        assert_ne!(
+            arguments_digest(&big("9007199254740993").unwrap()),
+            arguments_digest(&big("9007199254740992").unwrap())
+        );
+        // `printf '{}' | sha256sum`.
+        assert_eq!(
+            arguments_digest(&Map::new()),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        // `printf '{"a":1}' | sha256sum`.
+        let one: Map<String, Value> = serde_json::from_str(r#"{ "a" : 1.0 }"#).unwrap();
+        assert_eq!(
+            arguments_digest(&one),
+            "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
+        );
+    }
+
+    #[test]
+    fn times_are_rfc_3339_utc_with_milliseconds() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_773_653_400_123);
+        assert_eq!(rfc3339::format(time), "2026-03-16T09:30:00.123Z");
+        assert_eq!(rfc3339::format(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339::format(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(rfc3339::parse("2026-03-16T09:30:00.123Z").unwrap(), time);
+        assert_eq!(
+            rfc3339::parse("2026-03-16T11:30:00.123+02:00").unwrap(),
+            time
+        );
+        assert_eq!(
+            rfc3339::parse("2026-03-16 08:00:00.123456789-01:30").unwrap(),
+            time + Duration::from_nanos(456_789)
+        );
+        assert_eq!(
+            rfc3339::parse("1969-12-31T23:59:59Z").unwrap(),
+            UNIX_EPOCH - Duration::from_secs(1)
+        );
+        for bad in [
+            "2026-03-16",
+            "2026-02-30T00:00:00Z",
+            "2026-03-16T24:00:00Z",
+            "2026-03-16T09:30:00",
+            "2026-03-16T09:30:00.Z",
+            "2026-03-16T09:30:00+2:00",
+            "２026-03-16T09:30:00Z",
+        ] {
+            assert!(rfc3339::parse(bad).is_err(), "{bad}");
+        }
+        // Lower-case separators, and a leap second as the next one's start.
+        assert_eq!(rfc3339::parse("2026-03-16t09:30:00.123z").unwrap(), time);
+        assert_eq!(
+            rfc3339::parse("2016-12-31T23:59:60Z").unwrap(),
+            rfc3339::parse("2017-01-01T00:00:00Z").unwrap()
+        );
+        // Round trip over many days, leap years included.
+        for day in (0..200_000).step_by(997) {
+            let time = UNIX_EPOCH + Duration::from_secs(day * 86_400 + 3_723);
+            assert_eq!(rfc3339::parse(&rfc3339::format(time)).unwrap(), time);
+        }
+    }
+}
