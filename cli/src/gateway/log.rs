@@ -413,25 +413,22 @@ fn hints_text(hints: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
-
     use clap::Parser;
     use mcp_hints_gateway::log::{AuditLog, Durability, Phase, arguments_digest, now};
     use serde_json::{Map, json};
 
     use super::*;
 
-    /// A fresh directory under the system's temporary directory, removed
-    /// when dropped.
+    /// A directory of this test's own under the system's temporary
+    /// directory (emptied first), removed when dropped.
     struct Scratch(PathBuf);
 
     impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let path = std::env::temp_dir().join(format!(
-                "mcp-hints-gateway-{name}-{}-{}",
-                std::process::id(),
-                nanos_now()
-            ));
+        fn new(test: &str) -> Scratch {
+            let path = std::env::temp_dir()
+                .join(format!("mcp-hints-gateway-log-{}", std::process::id()))
+                .join(test);
+            let _ = std::fs::remove_dir_all(&path);
             std::fs::create_dir_all(&path).unwrap();
             Scratch(path)
         }
@@ -443,32 +440,18 @@ mod tests {
         }
     }
 
-    fn nanos_now() -> u128 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    }
-
+    /// The `decided` entry of call `n`, as the gateway writes it.
     fn entry(n: u32, principal: &str, tool: &str, decision: &str, time: &str) -> Entry {
-        Entry {
-            time: time.to_owned(),
-            id: format!("call-{n}"),
-            principal: principal.to_owned(),
-            upstream: "memory".to_owned(),
-            tool: tool.to_owned(),
-            decision: decision.parse().unwrap(),
-            rule: None,
-            hints: json!({
+        serde_json::from_value(json!({
+            "time": time, "id": format!("call-{n}"), "principal": principal,
+            "upstream": "memory", "tool": tool, "decision": decision, "phase": "decided",
+            "hints": {
                 "readOnlyHint": {"value": false, "source": "defaulted"},
                 "destructiveHint": {"value": true, "source": "asserted"},
-            }),
-            arguments_sha256: arguments_digest(&Map::new()),
-            arguments: None,
-            outcome: None,
-            attempts: None,
-            phase: Phase::Decided,
-        }
+            },
+            "arguments_sha256": arguments_digest(&Map::new()),
+        }))
+        .unwrap()
     }
 
     /// `mcp-hints gateway log ARGS`, as clap parses them.
