@@ -1195,6 +1195,24 @@ fn the_decided_entry_is_in_the_log_before_the_upstream_runs_the_call() {
 
 /// How many times counter-server finished `tool`, from its executions
 /// file.
+/// Waits (60 s at most) until `upstream` serves: at once when no upstream
+/// was unavailable at start, else until it says it is reachable now. An
+/// upstream behind fault-proxy with a call timeout of 2 s (which bounds its
+/// connect too) can miss it on a loaded machine; it is tried again 5 s
+/// later, and a client that lists before then does not see its tools.
+fn wait_until_reachable(gateway: &Gateway, upstream: &str) {
+    let reachable = format!("upstream `{upstream}` is reachable now");
+    let stderr = wait_for(
+        Duration::from_secs(60),
+        || gateway.stderr(),
+        |stderr| stderr.contains(" (0 unavailable)") || stderr.contains(&reachable),
+    );
+    assert!(
+        stderr.contains(" (0 unavailable)") || stderr.contains(&reachable),
+        "upstream `{upstream}` never became reachable:\n{stderr}"
+    );
+}
+
 fn finished_runs(executions: &Path, tool: &str) -> usize {
     std::fs::read_to_string(executions)
         .unwrap_or_default()
@@ -1245,6 +1263,7 @@ idempotentHint = false
         command = toml_list(&command),
     );
     let gateway = Gateway::start(&dir, &config);
+    wait_until_reachable(&gateway, "counter");
     let session = gateway.python(
         TOKEN,
         "auto",
@@ -2778,6 +2797,7 @@ fn a_read_lost_on_every_attempt_may_have_run_as_often_as_it_was_sent() {
         toml_list(&command),
     );
     let gateway = Gateway::start(&dir, &config);
+    wait_until_reachable(&gateway, "counter");
     let session = gateway.python(TOKEN, "auto", &json!([call("counter__read", json!({}))]));
     let result = &session["results"][0];
     assert_eq!(result["isError"], true, "{result}");
