@@ -10,7 +10,7 @@
 //!
 //! # Modules
 //!
-//! One module per domain word (DESIGN.md, "Gateway words"):
+//! One module per domain word:
 //!
 //! | module | holds |
 //! |---|---|
