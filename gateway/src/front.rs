@@ -98,6 +98,9 @@ struct Listed {
     /// The upstream's own name for it.
     tool: String,
     hints: EffectiveHints,
+    /// `hints` as each audit entry records them, serialised once here
+    /// rather than on every call.
+    logged_hints: Value,
     /// The upstream's definition's fingerprint and annotations, for the
     /// drift lock.
     pinned: PinnedTool,
@@ -152,6 +155,7 @@ impl Catalogue {
                     Arc::new(Listed {
                         upstream: upstream.clone(),
                         tool: tool.name.to_string(),
+                        logged_hints: serde_json::to_value(hints).unwrap_or(Value::Null),
                         hints,
                         pinned,
                     }),
@@ -741,7 +745,7 @@ impl Front {
                 Some(json!({ "tool": name })),
             ));
         };
-        let hints = serde_json::to_value(&listed.hints).unwrap_or(Value::Null);
+        let hints = listed.logged_hints.clone();
         let record = self.record_of(
             principal,
             &listed.upstream.name,
