@@ -1,0 +1,573 @@
+//! The gateway's config file (TOML): its types, [`load`] and [`parse`].
+//!
+//! The format is the one in the README's "Gateway" section: `[listen]`,
+//! `[admin]`, `[[client]]`, `[log]`, `[lock]`, `[policy]`, `[[upstream]]`,
+//! `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
+//! later is checked here, at start, and each problem is named with the file,
+//! line and column and the key path (`rule[2].limit`, indices from 0, as in
+//! the audit log's rule names), so an operator fixes the file once instead
+//! of meeting a refused call hours later.
+//!
+//! Tables are read one at a time (one `[[rule]]`, one `[listen]`) with
+//! serde, so every broken table is reported, not only the first; within one
+//! table serde stops at its first problem. Checks that span tables
+//! (duplicate upstream names, a rule's upstream glob that matches none) run
+//! once every table read.
+//!
+//! The tables as serde reads them are in `raw`; the checks that turn them
+//! into these types are in `validate`; where in the file a problem is
+//! (line, column, key path) is worked out in `span`.
+
+mod raw;
+mod span;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use glob::Pattern;
+use mcp_hints::Hint;
+use serde::Deserialize;
+
+use self::span::position;
+use super::policy::Expiry;
+
+/// The defaults of the config file, in one place.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// `upstream.call_timeout_secs` when not given: the replay-safe
+    /// client's own default (30 s).
+    pub const CALL_TIMEOUT: Duration = mcp_hints::client::defaults::CALL_TIMEOUT;
+    /// A `require_approval` rule's `timeout_secs` when not given: 5 minutes.
+    pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+    /// A token shorter than this is warned of at start: 16 characters.
+    pub const MIN_TOKEN_CHARS: usize = 16;
+    /// The longest duration any `*_secs` key takes: 366 days. Longer ones
+    /// are refused, because a parked call's expiry time must stay
+    /// representable (`SystemTime + timeout` panics on overflow).
+    pub const MAX_SECS: u64 = 366 * 24 * 60 * 60;
+    /// The most characters of an upstream name: 32.
+    pub const MAX_UPSTREAM_NAME: usize = 32;
+    /// The principal of the stdio client; no `[[client]]` may take it, so
+    /// a rule for `local` means the local agent only.
+    pub const LOCAL_PRINCIPAL: &str = "local";
+}
+
+/// The whole config file, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `[listen]`: where the gateway serves (all defaults when absent).
+    pub listen: Listen,
+    /// `[admin]`: the admin endpoint's token; `None` when absent.
+    pub admin: Option<Admin>,
+    /// `[[client]]`: bearer tokens and the principals they map to, in file
+    /// order. Empty: no HTTP client is let in (stdio is principal `local`).
+    pub clients: Vec<Client>,
+    /// `[log]`: the audit log (required).
+    pub log: LogConfig,
+    /// `[lock]`: the drift lock; `None` when absent (no drift check).
+    pub lock: Option<LockConfig>,
+    /// `[policy]`: what happens when no rule matches.
+    pub policy: PolicyConfig,
+    /// `[[upstream]]`, in file order; names are unique.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// `[[assert]]`, in file order (a later assert outranks an earlier one).
+    pub asserts: Vec<Assert>,
+    /// `[[rule]]`, in file order; a rule's index here is its name in
+    /// messages and the audit log (`rule[0]`).
+    pub rules: Vec<RuleConfig>,
+    /// The config file, as given to [`load`] or [`parse`].
+    pub path: PathBuf,
+}
+
+impl Config {
+    /// What is valid but probably not what the operator meant, one message
+    /// each, to say on stderr at start: a `require_approval` rule with no
+    /// admin endpoint (its calls can only expire), an HTTP endpoint with no
+    /// `[[client]]` (nobody can be let in), and a token shorter than
+    /// [`defaults::MIN_TOKEN_CHARS`] (guessable).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let tokens = self
+            .clients
+            .iter()
+            .map(|client| (format!("client `{}`", client.principal), &client.token))
+            .chain(
+                self.admin
+                    .iter()
+                    .map(|admin| ("the admin".to_owned(), &admin.token)),
+            );
+        for (whose, token) in tokens {
+            let length = token.expose().chars().count();
+            if length < defaults::MIN_TOKEN_CHARS {
+                warnings.push(format!(
+                    "{whose}'s token is shorter than {min} characters ({length}): use at least \
+                     {min} random ones (`openssl rand -hex 16`)",
+                    min = defaults::MIN_TOKEN_CHARS
+                ));
+            }
+        }
+        if self.listen.admin_http.is_none() {
+            for (index, rule) in self.rules.iter().enumerate() {
+                if let RuleAction::RequireApproval { on_expiry, .. } = rule.action {
+                    let then = match on_expiry {
+                        Expiry::Deny => "denied",
+                        Expiry::Approve => "approved",
+                    };
+                    warnings.push(format!(
+                        "rule[{index}] requires approval, but `listen.admin_http` is not set: \
+                         nobody can approve, so its calls wait until they expire, then are {then}"
+                    ));
+                }
+            }
+        }
+        if self.listen.http.is_some() && self.clients.is_empty() {
+            warnings.push(
+                "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
+}
+
+/// `[listen]`: the gateway's own endpoints.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Listen {
+    /// `http`: the streamable HTTP endpoint, served at `http://ADDR/mcp`.
+    /// Loopback unless [`public`](Self::public).
+    pub http: Option<SocketAddr>,
+    /// `public` (default false): lets `http` and `admin_http` be
+    /// non-loopback addresses.
+    pub public: bool,
+    /// `allow_origins` (default none): browser Origins allowed besides the
+    /// gateway's own (`scheme://host[:port]`, checked here as
+    /// `mcp_hints::wire::HttpGuard::allow_origin` reads them).
+    pub allow_origins: Vec<String>,
+    /// `admin_http`: the admin endpoint (`/pending`, `/approve/{id}`,
+    /// `/deny/{id}`), a listener of its own. Loopback unless
+    /// [`public`](Self::public); it requires `[admin]`.
+    pub admin_http: Option<SocketAddr>,
+}
+
+/// `[admin]`: who may approve and deny parked calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admin {
+    /// From `token`, or the environment variable `token_env` names. Never
+    /// the same as a client's token.
+    pub token: Secret,
+}
+
+/// `[[client]]`: one bearer token and the principal it maps to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Client {
+    /// `principal`: the identity rules match (`principal = "alice"`); never
+    /// empty, never `local`.
+    pub principal: String,
+    /// From `token`, or the environment variable `token_env` names; unique
+    /// among clients.
+    pub token: Secret,
+}
+
+/// A secret: a token or a header value. Its `Debug` and `Display` print
+/// `***`, so it cannot reach a log or an error by accident; [`expose`]
+/// gives the value to the one place that sends it.
+///
+/// [`expose`]: Secret::expose
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself, for sending it (a header, a comparison elsewhere).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `candidate` is this secret, in time that does not depend on
+    /// where they first differ (`subtle`'s constant-time comparison), so a
+    /// client cannot guess a token byte by byte from response times. Only
+    /// the length may leak.
+    pub fn matches(&self, candidate: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(self.0.as_bytes().ct_eq(candidate.as_bytes()))
+    }
+}
+
+/// Compares in constant time, as [`Secret::matches`].
+impl PartialEq for Secret {
+    fn eq(&self, other: &Secret) -> bool {
+        self.matches(&other.0)
+    }
+}
+
+impl Eq for Secret {}
+
+/// Prints `***`, never the value.
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Prints `***`, never the value.
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// `[log]`: the audit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `path` (required), resolved against the config file's directory.
+    pub path: PathBuf,
+    /// `raw_arguments` (default false): raw arguments in the log, else only
+    /// their SHA-256 digest.
+    pub raw_arguments: bool,
+}
+
+/// `[lock]`: the approved tool fingerprints (the `mcp-hints pin` format).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockConfig {
+    /// `path` (required), resolved against the config file's directory.
+    pub path: PathBuf,
+    /// `deny_drift` (default true): a tool added or changed since approval
+    /// cannot be called until approved.
+    pub deny_drift: bool,
+}
+
+/// `[policy]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// `default` (default `allow`): the verdict when no rule matches.
+    pub default: DefaultAction,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> PolicyConfig {
+        PolicyConfig {
+            default: DefaultAction::Allow,
+        }
+    }
+}
+
+/// `policy.default`: `"allow"` or `"deny"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum DefaultAction {
+    /// `"allow"`: a call no rule matches goes on.
+    Allow,
+    /// `"deny"`: a call no rule matches is refused.
+    Deny,
+}
+
+/// `[[upstream]]`: one server the gateway forwards to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamConfig {
+    /// `name` (required): `[A-Za-z0-9-]{1,32}`, unique; its tools are
+    /// exposed as `NAME__TOOL`.
+    pub name: String,
+    /// `command` or `url` (exactly one).
+    pub transport: UpstreamTransport,
+    /// `trusted` (default false): whether its hints may make a lost call
+    /// replay-safe (`mcp_hints::policy::Trust`).
+    pub trusted: bool,
+    /// `call_timeout_secs` (default [`defaults::CALL_TIMEOUT`]), at least
+    /// 1 s.
+    pub call_timeout: Duration,
+}
+
+/// How an upstream is reached.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum UpstreamTransport {
+    /// `command = ["PROGRAM", "ARG", ...]` with optional `env`: a stdio
+    /// server the gateway starts. A relative `PROGRAM` with a `/` in it is
+    /// resolved against the config file's directory; a bare name is looked
+    /// up on `PATH` when started.
+    Command {
+        /// The program, `command[0]`.
+        program: String,
+        /// `command[1..]`.
+        args: Vec<String>,
+        /// `env`: variables set for the server, on top of the gateway's own.
+        env: BTreeMap<String, String>,
+        /// The directory a relative `PROGRAM` (one with a `/`) was resolved
+        /// against, made absolute: the config file's directory. `None` for
+        /// an absolute program or a bare name. For messages: a program
+        /// that is not there is named with it.
+        resolved_against: Option<PathBuf>,
+    },
+    /// `url = "http(s)://..."` with optional `headers`: a streamable HTTP
+    /// server.
+    Url {
+        /// The endpoint, an `http` or `https` URL.
+        url: String,
+        /// `headers`: sent with every request; values are secrets.
+        headers: BTreeMap<String, Secret>,
+    },
+}
+
+/// `[[assert]]`: hints the operator sets for a tool glob; they outrank the
+/// server's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assert {
+    /// `upstream` (default `*`): a glob over upstream names.
+    pub upstream: Pattern,
+    /// `tool` (default `*`): a glob over tool names, the upstream's own or
+    /// as clients see them (`UPSTREAM__TOOL`); either matches.
+    pub tool: Pattern,
+    /// The asserted value of each hint, indexed by `Hint as usize`; `None`
+    /// where this assert says nothing. At least one is `Some`.
+    pub hints: [Option<bool>; 4],
+}
+
+/// `[[rule]]`: a scope and an action.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleConfig {
+    /// `action` and the keys only it takes.
+    pub action: RuleAction,
+    /// `upstream` (default `*`): a glob over upstream names; it matches at
+    /// least one configured upstream.
+    pub upstream: Pattern,
+    /// `tool` (default `*`): a glob over tool names, the upstream's own
+    /// (`delete_*`) or as clients see them (`notes__delete_*`); either
+    /// matches ([`policy::tool_matches`](super::policy::tool_matches)).
+    pub tool: Pattern,
+    /// `principal` (default `*`): a glob over principals; it matches at
+    /// least one client's principal or `local`.
+    pub principal: Pattern,
+    /// `when` (default none): predicates over the effective hints; all must
+    /// hold.
+    pub when: Vec<Predicate>,
+}
+
+/// A rule's action, with the keys each one takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuleAction {
+    /// `action = "deny"`.
+    Deny,
+    /// `action = "require_approval"`: the call is parked for an approver.
+    RequireApproval {
+        /// `timeout_secs` (default [`defaults::APPROVAL_TIMEOUT`]).
+        timeout: Duration,
+        /// `on_expiry` (default `deny`).
+        on_expiry: Expiry,
+    },
+    /// `action = "rate_limit"`: at most `limit` calls per `window`, per
+    /// principal.
+    RateLimit {
+        /// `limit` (required, at least 1).
+        limit: u32,
+        /// `window_secs` (required, at least 1).
+        window: Duration,
+    },
+    /// `action = "allow"`.
+    Allow,
+}
+
+impl RuleAction {
+    /// The action's name in the config: `deny`, `require_approval`,
+    /// `rate_limit`, `allow`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RuleAction::Deny => "deny",
+            RuleAction::RequireApproval { .. } => "require_approval",
+            RuleAction::RateLimit { .. } => "rate_limit",
+            RuleAction::Allow => "allow",
+        }
+    }
+}
+
+/// One `when` predicate: `"destructive"` or `"not read_only"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Predicate {
+    /// The hint it reads.
+    pub hint: Hint,
+    /// The value that makes it hold: false after `not `.
+    pub holds: bool,
+}
+
+impl Predicate {
+    /// The predicate names, in the order of the spec's schema: each
+    /// hint's `#[tool]` flag for true (`read_only`, `destructive`, ...).
+    pub const NAMES: [(&'static str, Hint); 4] = [
+        Predicate::named(Hint::ReadOnly),
+        Predicate::named(Hint::Destructive),
+        Predicate::named(Hint::Idempotent),
+        Predicate::named(Hint::OpenWorld),
+    ];
+
+    const fn named(hint: Hint) -> (&'static str, Hint) {
+        match hint.flag(true) {
+            Some(flag) => (flag, hint),
+            None => panic!("every hint has a flag for true"),
+        }
+    }
+
+    /// The name of `hint` as a predicate (`read_only`).
+    pub fn name_of(hint: Hint) -> &'static str {
+        Predicate::NAMES[hint as usize].0
+    }
+}
+
+/// `destructive`, `not read_only`: as written in the config.
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let not = if self.holds { "" } else { "not " };
+        write!(f, "{not}{}", Predicate::name_of(self.hint))
+    }
+}
+
+/// Why a config could not be loaded.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    Read {
+        /// The config file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The file was read but is not a valid config: every problem found,
+    /// in file order (at least one).
+    Invalid {
+        /// The problems.
+        problems: Vec<Problem>,
+    },
+}
+
+/// One line per problem, `gateway.toml:14:1: rule[2].limit: only a
+/// rate_limit rule takes a limit`; for an unreadable file, `PATH: cannot
+/// read the config: WHY`.
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read { path, error } => {
+                write!(f, "{}: cannot read the config: {error}", path.display())
+            }
+            ConfigError::Invalid { problems } => {
+                for (index, problem) in problems.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str("\n")?;
+                    }
+                    write!(f, "{problem}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One problem in a config file, where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The config file, as given.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// The key path, `rule[2].limit` (indices from 0); empty for a TOML
+    /// syntax error or a file that is not UTF-8.
+    pub key: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// `file:line:col: key: message` (no `key: ` when the key is empty).
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Reads and validates the config at `path`; relative paths in it resolve
+/// against `path`'s directory, and `token_env` variables are read from the
+/// process environment.
+///
+/// # Errors
+///
+/// [`ConfigError::Read`] when the file cannot be read;
+/// [`ConfigError::Invalid`] as [`parse`], and with one problem at the first
+/// byte that is not UTF-8 (TOML 1.0: "A TOML file must be a valid UTF-8
+/// encoded Unicode document"), naming its line, column and byte offset.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|error| not_utf8(path, &error))?;
+    parse(&text, path)
+}
+
+/// The problem of a config that is not UTF-8: where its first invalid
+/// byte is.
+fn not_utf8(path: &Path, error: &std::string::FromUtf8Error) -> ConfigError {
+    let bytes = error.as_bytes();
+    let offset = error.utf8_error().valid_up_to();
+    let before = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+    let (line, column) = position(before, offset);
+    let what = match error.utf8_error().error_len() {
+        Some(_) => format!("byte 0x{:02X} at byte offset {offset}", bytes[offset]),
+        None => format!("the file ends inside a character, at byte offset {offset}"),
+    };
+    ConfigError::Invalid {
+        problems: vec![Problem {
+            file: path.to_owned(),
+            line,
+            column,
+            key: String::new(),
+            message: format!("not UTF-8 ({what}): a TOML config must be UTF-8 text"),
+        }],
+    }
+}
+
+/// Validates the config `text`, read from `path` (used in messages and to
+/// resolve relative paths); `token_env` variables are read from the
+/// process environment.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] with every problem found: TOML syntax, unknown
+/// keys, wrong types, missing required keys, both or neither of `token` /
+/// `token_env` and of `command` / `url`, bad globs, unknown `when`
+/// predicates, keys that do not fit a rule's action, duplicate or malformed
+/// upstream names, a `token_env` variable that is unset, a non-loopback
+/// `listen.http` or `listen.admin_http` without `public = true`, and zero
+/// limits, windows and timeouts.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    parse_with_env(text, path, &|name| std::env::var_os(name))
+}
+
+/// [`parse`], with the environment given: `env(NAME)` is the variable's
+/// value, `None` when unset. Tests use it instead of changing the
+/// process's environment, which other threads read.
+pub fn parse_with_env(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Config, ConfigError> {
+    validate::read(text, path, env).map_err(|problems| ConfigError::Invalid { problems })
+}

@@ -1,0 +1,131 @@
+//! The config's tables as serde reads them, before any check: every key a
+//! check needs to point at is `Spanned`, and a key that does not belong is
+//! refused by `deny_unknown_fields`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::DefaultAction;
+use crate::policy::Expiry;
+
+/// `[listen]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawListen {
+    pub(super) http: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) public: bool,
+    #[serde(default)]
+    pub(super) allow_origins: Vec<Spanned<String>>,
+    pub(super) admin_http: Option<Spanned<String>>,
+}
+
+/// `[admin]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdmin {
+    pub(super) token: Option<Spanned<String>>,
+    pub(super) token_env: Option<Spanned<String>>,
+}
+
+/// One `[[client]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClient {
+    pub(super) principal: Spanned<String>,
+    pub(super) token: Option<Spanned<String>>,
+    pub(super) token_env: Option<Spanned<String>>,
+}
+
+/// `[log]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    pub(super) path: Spanned<String>,
+    #[serde(default)]
+    pub(super) raw_arguments: bool,
+}
+
+/// `[lock]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLock {
+    pub(super) path: Spanned<String>,
+    pub(super) deny_drift: Option<bool>,
+}
+
+/// `[policy]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) default: Option<DefaultAction>,
+}
+
+/// One `[[upstream]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub(super) name: Spanned<String>,
+    pub(super) command: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    pub(super) headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) trusted: bool,
+    pub(super) call_timeout_secs: Option<Spanned<u64>>,
+}
+
+/// One `[[assert]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAssert {
+    pub(super) upstream: Option<Spanned<String>>,
+    pub(super) tool: Option<Spanned<String>>,
+    #[serde(rename = "readOnlyHint")]
+    pub(super) read_only: Option<bool>,
+    #[serde(rename = "destructiveHint")]
+    pub(super) destructive: Option<bool>,
+    #[serde(rename = "idempotentHint")]
+    pub(super) idempotent: Option<bool>,
+    #[serde(rename = "openWorldHint")]
+    pub(super) open_world: Option<bool>,
+}
+
+/// A rule's `action`, before the keys each one takes are read.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RawAction {
+    Deny,
+    RequireApproval,
+    RateLimit,
+    Allow,
+}
+
+impl RawAction {
+    /// The action's name in the config, for messages.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            RawAction::Deny => "deny",
+            RawAction::RequireApproval => "require_approval",
+            RawAction::RateLimit => "rate_limit",
+            RawAction::Allow => "allow",
+        }
+    }
+}
+
+/// One `[[rule]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    pub(super) action: Spanned<RawAction>,
+    pub(super) upstream: Option<Spanned<String>>,
+    pub(super) tool: Option<Spanned<String>>,
+    pub(super) principal: Option<Spanned<String>>,
+    pub(super) when: Option<Vec<Spanned<String>>>,
+    pub(super) timeout_secs: Option<Spanned<u64>>,
+    pub(super) on_expiry: Option<Spanned<Expiry>>,
+    pub(super) limit: Option<Spanned<u32>>,
+    pub(super) window_secs: Option<Spanned<u64>>,
+}

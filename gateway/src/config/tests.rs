@@ -1,0 +1,905 @@
+//! The config's tests: each reads a config text (or the bytes of a file)
+//! and pins the config it gives or every problem's exact line.
+
+use super::validate::predicate;
+use super::*;
+
+const LOG: &str = "[log]\npath = \"audit.jsonl\"\n";
+
+fn env(name: &str) -> Option<OsString> {
+    match name {
+        "ALICE_TOKEN" => Some("alice-secret".into()),
+        "BOB_TOKEN" => Some("bob-secret".into()),
+        "ADMIN_TOKEN" => Some("admin-secret".into()),
+        "EMPTY" => Some(OsString::new()),
+        "PADDED_TOKEN" => Some(" padded-secret-token\n".into()),
+        _ => None,
+    }
+}
+
+fn read(text: &str) -> Result<Config, ConfigError> {
+    parse_with_env(text, Path::new("/etc/gw/gateway.toml"), &env)
+}
+
+/// The problems of `text`, one string each.
+fn problems(text: &str) -> Vec<String> {
+    match read(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(ConfigError::Invalid { problems }) => {
+            problems.iter().map(ToString::to_string).collect()
+        }
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// The one problem of `text`.
+fn problem(text: &str) -> String {
+    let mut all = problems(text);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    all.remove(0)
+}
+
+const UPSTREAMS: &str = "[[upstream]]\nname = \"memory\"\ncommand = [\"npx\", \"-y\", \"m\"]\n\n\
+                         [[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:9000/mcp\"\n";
+
+#[test]
+fn the_spec_example_reads_whole() {
+    let text = r#"
+[listen]
+http = "127.0.0.1:8787"
+public = false
+allow_origins = ["https://app.example.com"]
+admin_http = "127.0.0.1:8788"
+
+[admin]
+token_env = "ADMIN_TOKEN"
+
+[[client]]
+principal = "alice"
+token_env = "ALICE_TOKEN"
+
+[[client]]
+principal = "bob"
+token = "literal-bob"
+
+[log]
+path = "gateway-audit.jsonl"
+raw_arguments = true
+
+[lock]
+path = "gateway.lock"
+
+[policy]
+default = "deny"
+
+[[upstream]]
+name = "memory"
+command = ["npx", "-y", "@modelcontextprotocol/server-memory"]
+env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
+trusted = true
+call_timeout_secs = 10
+
+[[upstream]]
+name = "web"
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer x" }
+
+[[assert]]
+upstream = "memory"
+tool = "*delete*"
+destructiveHint = true
+readOnlyHint = false
+
+[[rule]]
+action = "deny"
+tool = "delete_*"
+when = ["destructive", "not read_only"]
+principal = "bob"
+
+[[rule]]
+action = "require_approval"
+timeout_secs = 60
+on_expiry = "approve"
+
+[[rule]]
+action = "rate_limit"
+upstream = "w*"
+limit = 10
+window_secs = 60
+
+[[rule]]
+action = "allow"
+"#;
+    let config = read(text).unwrap();
+    assert_eq!(
+        config.listen,
+        Listen {
+            http: Some("127.0.0.1:8787".parse().unwrap()),
+            public: false,
+            allow_origins: vec!["https://app.example.com".to_owned()],
+            admin_http: Some("127.0.0.1:8788".parse().unwrap()),
+        }
+    );
+    assert_eq!(config.admin.unwrap().token.expose(), "admin-secret");
+    assert_eq!(config.clients.len(), 2);
+    assert_eq!(config.clients[0].principal, "alice");
+    assert_eq!(config.clients[0].token.expose(), "alice-secret");
+    assert_eq!(config.clients[1].token.expose(), "literal-bob");
+    assert_eq!(
+        config.log,
+        LogConfig {
+            path: PathBuf::from("/etc/gw/gateway-audit.jsonl"),
+            raw_arguments: true
+        }
+    );
+    assert_eq!(
+        config.lock,
+        Some(LockConfig {
+            path: PathBuf::from("/etc/gw/gateway.lock"),
+            deny_drift: true
+        })
+    );
+    assert_eq!(config.policy.default, DefaultAction::Deny);
+    assert_eq!(
+        config.upstreams[0],
+        UpstreamConfig {
+            name: "memory".to_owned(),
+            transport: UpstreamTransport::Command {
+                program: "npx".to_owned(),
+                args: vec![
+                    "-y".to_owned(),
+                    "@modelcontextprotocol/server-memory".to_owned()
+                ],
+                env: BTreeMap::from([("MEMORY_FILE_PATH".to_owned(), "/tmp/m.jsonl".to_owned())]),
+                resolved_against: None,
+            },
+            trusted: true,
+            call_timeout: Duration::from_secs(10),
+        }
+    );
+    let UpstreamTransport::Url { url, headers } = &config.upstreams[1].transport else {
+        panic!("{:?}", config.upstreams[1]);
+    };
+    assert_eq!(url, "http://127.0.0.1:9000/mcp");
+    assert_eq!(headers["Authorization"].expose(), "Bearer x");
+    assert!(!config.upstreams[1].trusted);
+    assert_eq!(config.upstreams[1].call_timeout, defaults::CALL_TIMEOUT);
+    assert_eq!(config.asserts[0].upstream.as_str(), "memory");
+    assert_eq!(config.asserts[0].tool.as_str(), "*delete*");
+    assert_eq!(
+        config.asserts[0].hints,
+        [Some(false), Some(true), None, None]
+    );
+    let rules = &config.rules;
+    assert_eq!(rules[0].action, RuleAction::Deny);
+    assert_eq!(rules[0].upstream.as_str(), "*");
+    assert_eq!(rules[0].tool.as_str(), "delete_*");
+    assert_eq!(rules[0].principal.as_str(), "bob");
+    assert_eq!(
+        rules[0].when,
+        vec![
+            Predicate {
+                hint: Hint::Destructive,
+                holds: true
+            },
+            Predicate {
+                hint: Hint::ReadOnly,
+                holds: false
+            },
+        ]
+    );
+    assert_eq!(
+        rules[1].action,
+        RuleAction::RequireApproval {
+            timeout: Duration::from_secs(60),
+            on_expiry: Expiry::Approve
+        }
+    );
+    assert_eq!(
+        rules[2].action,
+        RuleAction::RateLimit {
+            limit: 10,
+            window: Duration::from_secs(60)
+        }
+    );
+    assert_eq!(rules[3].action, RuleAction::Allow);
+    assert_eq!(config.path, PathBuf::from("/etc/gw/gateway.toml"));
+}
+
+#[test]
+fn defaults_when_nothing_else_is_given() {
+    let config = read(&format!(
+        "{LOG}[[rule]]\naction = \"require_approval\"\n[lock]\npath = \"l\"\ndeny_drift = false\n"
+    ))
+    .unwrap();
+    assert_eq!(config.listen, Listen::default());
+    assert_eq!(config.admin, None);
+    assert!(config.clients.is_empty() && config.upstreams.is_empty());
+    assert!(!config.log.raw_arguments);
+    assert!(!config.lock.unwrap().deny_drift);
+    assert_eq!(config.policy.default, DefaultAction::Allow);
+    assert_eq!(
+        config.rules[0].action,
+        RuleAction::RequireApproval {
+            timeout: defaults::APPROVAL_TIMEOUT,
+            on_expiry: Expiry::Deny
+        }
+    );
+}
+
+#[test]
+fn relative_paths_resolve_against_the_config_directory() {
+    let text = format!(
+        "{LOG}[lock]\npath = \"../locks/g.lock\"\n[[upstream]]\nname = \"a\"\n\
+         command = [\"./bin/server\", \"./data\"]\n[[upstream]]\nname = \"b\"\n\
+         command = [\"/usr/bin/python3\"]\n[[upstream]]\nname = \"c\"\ncommand = [\"python3\"]\n"
+    );
+    let config = read(&text).unwrap();
+    assert_eq!(config.log.path, PathBuf::from("/etc/gw/audit.jsonl"));
+    assert_eq!(
+        config.lock.unwrap().path,
+        PathBuf::from("/etc/gw/../locks/g.lock")
+    );
+    let programs: Vec<(&str, &[String])> = config
+        .upstreams
+        .iter()
+        .map(|upstream| match &upstream.transport {
+            UpstreamTransport::Command { program, args, .. } => (program.as_str(), args.as_slice()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // Arguments are the server's business: left as written.
+    assert_eq!(
+        programs[0],
+        ("/etc/gw/./bin/server", &["./data".to_owned()][..])
+    );
+    assert_eq!(programs[1].0, "/usr/bin/python3");
+    assert_eq!(programs[2].0, "python3");
+    // A config named without a directory keeps paths relative to the
+    // working directory.
+    let config = parse_with_env(LOG, Path::new("gateway.toml"), &env).unwrap();
+    assert_eq!(config.log.path, PathBuf::from("audit.jsonl"));
+}
+
+#[test]
+fn toml_syntax_errors_name_line_and_column() {
+    assert_eq!(
+        problem("[log]\npath = \"x\n"),
+        "/etc/gw/gateway.toml:2:10: invalid TOML: invalid basic string, expected `\"`"
+    );
+}
+
+#[test]
+fn unknown_keys_are_named_with_a_suggestion() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\n\n[[rule]]\naction = \"deny\"\ntol = \"x\"\n"
+        )),
+        "/etc/gw/gateway.toml:8:1: rule[1].tol: unknown key `tol` (did you mean `tool`?); \
+         this table takes `action`, `upstream`, `tool`, `principal`, `when`, `timeout_secs`, \
+         `on_expiry`, `limit`, `window_secs`"
+    );
+    assert_eq!(
+        problem("[listen]\nhttp = \"127.0.0.1:0\"\nbogus = 1\n\n[log]\npath = \"audit.jsonl\"\n"),
+        "/etc/gw/gateway.toml:3:1: listen.bogus: unknown key `bogus`; this table takes \
+         `http`, `public`, `allow_origins`, `admin_http`"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[rules]]\naction = \"deny\"\n")),
+        "/etc/gw/gateway.toml:3:3: rules: unknown table `rules` (did you mean `rule`?)"
+    );
+}
+
+#[test]
+fn every_broken_table_is_reported() {
+    assert_eq!(
+        problems(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\nlimit = 3\n\n[[rule]]\naction = \"dney\"\n\n\
+             [[upstream]]\nname = \"a_b\"\ncommand = [\"x\"]\n"
+        )),
+        [
+            "/etc/gw/gateway.toml:5:9: rule[0].limit: only a rate_limit rule takes a limit",
+            "/etc/gw/gateway.toml:8:10: rule[1].action: unknown value `dney` (did you mean \
+             `deny`?); expected one of `deny`, `require_approval`, `rate_limit`, `allow`",
+            "/etc/gw/gateway.toml:11:8: upstream[0].name: `a_b` is not an upstream name: use 1 \
+             to 32 of A-Z, a-z, 0-9 and `-` (tools are exposed as NAME__TOOL, so `_` is not \
+             allowed)",
+        ]
+    );
+}
+
+#[test]
+fn wrong_types_are_named() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = \"3\"\nwindow_secs = 1\n"
+        )),
+        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid type: string \"3\", expected u32"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"allow\"\nwhen = [\"destructive\", 3]\n"
+        )),
+        "/etc/gw/gateway.toml:5:24: rule[0].when[1]: invalid type: integer `3`, expected a string"
+    );
+    assert_eq!(
+        problem(&format!("rule = 3\n{LOG}")),
+        "/etc/gw/gateway.toml:1:8: rule: expected an array of tables (`[[rule]]`), found an integer"
+    );
+    assert_eq!(
+        problem("[[log]]\npath = \"x\"\n"),
+        "/etc/gw/gateway.toml:1:1: log: expected a table (`[log]`), found an array"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = -1\nwindow_secs = 1\n"
+        )),
+        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `-1`, expected u32"
+    );
+}
+
+#[test]
+fn missing_required_keys_are_named() {
+    assert_eq!(
+        problem("[listen]\n"),
+        "/etc/gw/gateway.toml:1:1: log: required, but missing: add a `[log]` table with the \
+         audit log's `path`"
+    );
+    assert_eq!(
+        problem("[log]\nraw_arguments = true\n"),
+        "/etc/gw/gateway.toml:1:1: log.path: required, but missing"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}\n[[rule]]\ntool = \"x\"\n")),
+        "/etc/gw/gateway.toml:4:1: rule[0].action: required, but missing"
+    );
+    assert_eq!(
+        problems(&format!("{LOG}[[rule]]\naction = \"rate_limit\"\n")),
+        [
+            "/etc/gw/gateway.toml:4:10: rule[0].limit: a rate_limit rule needs a limit (calls \
+             per window)",
+            "/etc/gw/gateway.toml:4:10: rule[0].window_secs: a rate_limit rule needs a window \
+             (`window_secs`)",
+        ]
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[upstream]]\ncommand = [\"x\"]\n")),
+        "/etc/gw/gateway.toml:3:1: upstream[0].name: required, but missing"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[client]]\ntoken = \"t\"\n")),
+        "/etc/gw/gateway.toml:3:1: client[0].principal: required, but missing"
+    );
+}
+
+#[test]
+fn tokens_need_exactly_one_of_token_and_token_env() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[admin]\ntoken = \"t\"\ntoken_env = \"ADMIN_TOKEN\"\n"
+        )),
+        "/etc/gw/gateway.toml:5:13: admin.token_env: give either `token` or `token_env`, not both"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[client]]\nprincipal = \"alice\"\n")),
+        "/etc/gw/gateway.toml:3:1: client[0]: needs a token: give `token_env` (the \
+         environment variable that holds it) or `token`"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[admin]\ntoken = \"\"\n")),
+        "/etc/gw/gateway.toml:4:9: admin.token: the token is empty"
+    );
+}
+
+#[test]
+fn a_token_no_request_can_carry_is_refused_without_quoting_it() {
+    let rule = "a bearer token is A-Z, a-z, 0-9 and `- . _ ~ + /`, then `=` only at its \
+                end (RFC 6750 §2.1), or no request can carry it";
+    let client = |token: &str| {
+        problem(&format!(
+            "{LOG}[[client]]\nprincipal = \"alice\"\ntoken = \"{token}\"\n"
+        ))
+    };
+    for (token, what) in [
+        (" alice-secret-token", "a space at character 1"),
+        ("alice-secret-token ", "a space at character 19"),
+        ("alice\\tsecret", "a space at character 6"),
+        (
+            "naïve-secret-token",
+            "a character that is not ASCII at character 3",
+        ),
+        ("alice\\u0001secret", "a control character at character 6"),
+        ("alice=secret", "`=` before its end at character 6"),
+        (
+            "alice:secret",
+            "a punctuation character outside `- . _ ~ + /` at character 6",
+        ),
+        (
+            "\\\"alice\\\"",
+            "a punctuation character outside `- . _ ~ + /` at character 1",
+        ),
+    ] {
+        let shown = client(token);
+        assert_eq!(
+            shown,
+            format!("/etc/gw/gateway.toml:5:9: client[0].token: the token has {what}: {rule}"),
+            "{token}"
+        );
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+    assert_eq!(
+        client("=="),
+        "/etc/gw/gateway.toml:5:9: client[0].token: the token is only `=`: a bearer token \
+         needs a character before its padding"
+    );
+    // The admin's, and one from the environment, alike.
+    assert_eq!(
+        problem(&format!("{LOG}[admin]\ntoken_env = \"PADDED_TOKEN\"\n")),
+        format!(
+            "/etc/gw/gateway.toml:4:13: admin.token_env: the token in the environment \
+             variable `PADDED_TOKEN` has a space at character 1: {rule}"
+        )
+    );
+    // Every character RFC 6750 allows, and padding.
+    let config = read(&format!(
+        "{LOG}[[client]]\nprincipal = \"alice\"\ntoken = \"Az09-._~+/alice-secret==\"\n"
+    ))
+    .unwrap();
+    assert_eq!(config.clients[0].token.expose(), "Az09-._~+/alice-secret==");
+}
+
+#[test]
+fn a_config_that_is_not_utf8_names_the_first_bad_byte() {
+    let path = Path::new("/etc/gw/gateway.toml");
+    let shown =
+        |bytes: &[u8]| not_utf8(path, &String::from_utf8(bytes.to_vec()).unwrap_err()).to_string();
+    assert_eq!(
+        shown(b"[log]\npath = \"audit.jsonl\"\n# caf\xe9 \xff\n"),
+        "/etc/gw/gateway.toml:3:6: not UTF-8 (byte 0xE9 at byte offset 32): a TOML config \
+         must be UTF-8 text"
+    );
+    // Columns count characters: `é` before the bad byte is one.
+    assert_eq!(
+        shown(
+            "# é"
+                .as_bytes()
+                .iter()
+                .chain(b"\x80")
+                .copied()
+                .collect::<Vec<_>>()
+                .as_slice()
+        ),
+        "/etc/gw/gateway.toml:1:4: not UTF-8 (byte 0x80 at byte offset 4): a TOML config \
+         must be UTF-8 text"
+    );
+    assert_eq!(
+        shown(b"[log]\n\xe2\x82"),
+        "/etc/gw/gateway.toml:2:1: not UTF-8 (the file ends inside a character, at byte \
+         offset 6): a TOML config must be UTF-8 text"
+    );
+}
+
+#[test]
+fn an_unset_token_env_names_the_variable_never_a_token() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[client]]\nprincipal = \"alice\"\ntoken_env = \"CAROL_TOKEN\"\n"
+        )),
+        "/etc/gw/gateway.toml:5:13: client[0].token_env: the environment variable \
+         `CAROL_TOKEN` is not set: export it with the token"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[admin]\ntoken_env = \"EMPTY\"\n")),
+        "/etc/gw/gateway.toml:4:13: admin.token_env: the environment variable `EMPTY` is empty"
+    );
+    // A client whose token is the admin's, or another client's: the
+    // message names the tables, not the secret.
+    let shared = problems(&format!(
+        "{LOG}[admin]\ntoken_env = \"ADMIN_TOKEN\"\n[[client]]\nprincipal = \"a\"\n\
+         token = \"admin-secret\"\n[[client]]\nprincipal = \"b\"\ntoken_env = \"ADMIN_TOKEN\"\n"
+    ));
+    assert_eq!(
+        shared,
+        [
+            "/etc/gw/gateway.toml:5:1: client[0]: the same token as `[admin]`: clients and the \
+             admin need separate tokens",
+            "/etc/gw/gateway.toml:8:1: client[1]: the same token as client[0]: each client \
+             needs a token of its own",
+            "/etc/gw/gateway.toml:8:1: client[1]: the same token as `[admin]`: clients and the \
+             admin need separate tokens",
+        ]
+    );
+    assert!(shared.iter().all(|line| !line.contains("admin-secret")));
+}
+
+#[test]
+fn principals_are_named_and_not_local() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[client]]\nprincipal = \"local\"\ntoken = \"t\"\n"
+        )),
+        "/etc/gw/gateway.toml:4:13: client[0].principal: `local` is the stdio client's \
+         principal: give HTTP clients another name"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[client]]\nprincipal = \"\"\ntoken = \"t\"\n"
+        )),
+        "/etc/gw/gateway.toml:4:13: client[0].principal: the principal is empty"
+    );
+}
+
+#[test]
+fn secrets_print_as_stars_and_compare_in_full() {
+    let secret = Secret::new("hunter2");
+    assert_eq!(format!("{secret} {secret:?}"), "*** ***");
+    assert!(secret.matches("hunter2"));
+    assert!(!secret.matches("hunter3"));
+    assert!(!secret.matches("hunter"));
+    assert!(!secret.matches("hunter22"));
+    assert!(!secret.matches(""));
+    // A whole config's Debug holds no token or header value.
+    let config = read(&format!(
+        "{LOG}[admin]\ntoken = \"adm1n\"\n[[upstream]]\nname = \"w\"\nurl = \"https://x/mcp\"\n\
+         headers = {{ Authorization = \"Bearer s3cr3t\" }}\n"
+    ))
+    .unwrap();
+    let debug = format!("{config:?}");
+    assert!(
+        !debug.contains("adm1n") && !debug.contains("s3cr3t"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn upstreams_need_exactly_one_of_command_and_url() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n"
+        )),
+        "/etc/gw/gateway.toml:6:7: upstream[0].url: give either `command` (a stdio server) or \
+         `url` (an HTTP server), not both"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[upstream]]\nname = \"a\"\n")),
+        "/etc/gw/gateway.toml:3:1: upstream[0]: needs `command` (a stdio server, \
+         `[\"program\", \"arg\"]`) or `url` (a streamable HTTP server)"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[upstream]]\nname = \"a\"\ncommand = []\n")),
+        "/etc/gw/gateway.toml:5:11: upstream[0].command: the command is empty: give the program \
+         and its arguments, `[\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\nurl = \"ftp://h/mcp\"\n"
+        )),
+        "/etc/gw/gateway.toml:5:7: upstream[0].url: `ftp://h/mcp` is not an http or https URL: \
+         write it like `http://127.0.0.1:9000/mcp`"
+    );
+}
+
+#[test]
+fn transport_keys_fit_their_transport() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nheaders = {{ A = \"b\" }}\n"
+        )),
+        "/etc/gw/gateway.toml:6:11: upstream[0].headers: only a `url` upstream takes headers; \
+         give a stdio server `env`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\nurl = \"http://h/\"\nenv = {{ A = \"b\" }}\n"
+        )),
+        "/etc/gw/gateway.toml:6:7: upstream[0].env: only a `command` upstream takes env; give \
+         an HTTP server `headers`"
+    );
+    // A header value is a secret: a bad one is not quoted.
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\nurl = \"http://h/\"\nheaders = {{ X = \"s3cr3t\\n\" }}\n"
+        )),
+        "/etc/gw/gateway.toml:6:17: upstream[0].headers.X: the header's value holds a control \
+         character (a line break?)"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"a\"\nurl = \"http://h/\"\nheaders = {{ \"A B\" = \"v\" }}\n"
+        )),
+        "/etc/gw/gateway.toml:6:21: upstream[0].headers.A B: `A B` is not a header name: use \
+         letters, digits and `-`"
+    );
+}
+
+#[test]
+fn upstream_names_are_checked_and_unique() {
+    let long = "a".repeat(33);
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"{long}\"\ncommand = [\"x\"]\n"
+        )),
+        format!(
+            "/etc/gw/gateway.toml:4:8: upstream[0].name: `{long}` is not an upstream name: use 1 \
+             to 32 of A-Z, a-z, 0-9 and `-` (tools are exposed as NAME__TOOL, so `_` is not \
+             allowed)"
+        )
+    );
+    assert!(
+        read(&format!(
+            "{LOG}[[upstream]]\nname = \"{}\"\ncommand = [\"x\"]\n",
+            "a-Z9".repeat(8)
+        ))
+        .is_ok()
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}\n[[upstream]]\nname = \"memory\"\ncommand = [\"y\"]\n"
+        )),
+        "/etc/gw/gateway.toml:12:8: upstream[2].name: `memory` is upstream[0]'s name too: each \
+         upstream needs a name of its own"
+    );
+}
+
+#[test]
+fn bad_globs_are_named() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\ntool = \"[delete\"\n"
+        )),
+        "/etc/gw/gateway.toml:5:8: rule[0].tool: `[delete` is not a glob: invalid range \
+         pattern (at character 0)"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[assert]]\ntool = \"***\"\nreadOnlyHint = true\n"
+        )),
+        "/etc/gw/gateway.toml:4:8: assert[0].tool: `***` is not a glob: wildcards are either \
+         regular `*` or recursive `**` (at character 2)"
+    );
+}
+
+#[test]
+fn likely_mistakes_are_warned_of() {
+    let text = format!(
+        "{LOG}{UPSTREAMS}[listen]\nhttp = \"127.0.0.1:0\"\n\
+         [[rule]]\naction = \"require_approval\"\ntool = \"x\"\n"
+    );
+    assert_eq!(
+        read(&text).unwrap().warnings(),
+        [
+            "rule[0] requires approval, but `listen.admin_http` is not set: nobody can \
+             approve, so its calls wait until they expire, then are denied",
+            "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401",
+        ]
+    );
+    assert!(
+        read(&format!("{LOG}{UPSTREAMS}"))
+            .unwrap()
+            .warnings()
+            .is_empty()
+    );
+    let short = format!("{LOG}{UPSTREAMS}[[client]]\nprincipal = \"bob\"\ntoken = \"x\"\n");
+    assert_eq!(
+        read(&short).unwrap().warnings(),
+        [
+            "client `bob`'s token is shorter than 16 characters (1): use at least 16 random \
+             ones (`openssl rand -hex 16`)"
+        ]
+    );
+}
+
+#[test]
+fn principal_globs_must_match_a_principal() {
+    let clients = "[[client]]\nprincipal = \"alice\"\ntoken = \"alice-token-0123456789\"\n";
+    let text =
+        format!("{LOG}{UPSTREAMS}{clients}[[rule]]\naction = \"deny\"\nprincipal = \"mallory\"\n");
+    let problem = problem(&text);
+    assert!(
+        problem.ends_with(
+            "rule[0].principal: `mallory` matches no principal; the principals are `alice`, \
+             `local`"
+        ),
+        "{problem}"
+    );
+    for principal in ["alice", "local", "*"] {
+        let text = format!(
+            "{LOG}{UPSTREAMS}{clients}[[rule]]\naction = \"deny\"\nprincipal = \"{principal}\"\n"
+        );
+        assert!(read(&text).is_ok(), "{principal}");
+    }
+}
+
+#[test]
+fn upstream_globs_must_match_an_upstream() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nupstream = \"memroy\"\n"
+        )),
+        "/etc/gw/gateway.toml:12:12: rule[0].upstream: `memroy` matches no upstream (did you \
+         mean `memory`?); the upstreams are `memory`, `web`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[assert]]\nupstream = \"x*\"\nreadOnlyHint = true\n"
+        )),
+        "/etc/gw/gateway.toml:11:12: assert[0].upstream: `x*` matches no upstream; the \
+         upstreams are `memory`, `web`"
+    );
+    assert!(
+        read(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nupstream = \"*e*\"\n"
+        ))
+        .is_ok()
+    );
+    // An upstream whose own table is broken is still a name rules may
+    // use: one problem, not two.
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"memory\"\n[[rule]]\naction = \"deny\"\n\
+             upstream = \"memory\"\n"
+        )),
+        "/etc/gw/gateway.toml:3:1: upstream[0]: needs `command` (a stdio server, \
+         `[\"program\", \"arg\"]`) or `url` (a streamable HTTP server)"
+    );
+}
+
+#[test]
+fn asserts_assert_something() {
+    assert_eq!(
+        problem(&format!("{LOG}[[assert]]\ntool = \"x\"\n")),
+        "/etc/gw/gateway.toml:3:1: assert[0]: asserts no hint: give at least one of \
+         `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[[assert]]\nread_only = true\n")),
+        "/etc/gw/gateway.toml:4:1: assert[0].read_only: unknown key `read_only` (did you mean `readOnlyHint`?); this table \
+         takes `upstream`, `tool`, `readOnlyHint`, `destructiveHint`, `idempotentHint`, \
+         `openWorldHint`"
+    );
+}
+
+#[test]
+fn unknown_predicates_are_named() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\nwhen = [\"destructive\", \"not readonly\"]\n"
+        )),
+        "/etc/gw/gateway.toml:5:24: rule[0].when[1]: unknown predicate `not readonly` (did you \
+         mean `read_only`?); the predicates are `read_only`, `destructive`, `idempotent` and \
+         `open_world`, each may follow `not `"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\nwhen = [\"!destructive\"]\n"
+        )),
+        "/etc/gw/gateway.toml:5:9: rule[0].when[0]: unknown predicate `!destructive` (did you \
+         mean `destructive`?); the predicates are `read_only`, `destructive`, `idempotent` and \
+         `open_world`, each may follow `not `"
+    );
+}
+
+#[test]
+fn keys_must_fit_the_rule_action() {
+    assert_eq!(
+        problems(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\nlimit = 1\nwindow_secs = 1\n\
+             [[rule]]\naction = \"rate_limit\"\nlimit = 1\nwindow_secs = 1\ntimeout_secs = 5\n\
+             on_expiry = \"deny\"\n"
+        )),
+        [
+            "/etc/gw/gateway.toml:5:9: rule[0].limit: only a rate_limit rule takes a limit",
+            "/etc/gw/gateway.toml:6:15: rule[0].window_secs: only a rate_limit rule takes a window",
+            "/etc/gw/gateway.toml:11:16: rule[1].timeout_secs: only a require_approval rule takes \
+             a timeout",
+            "/etc/gw/gateway.toml:12:13: rule[1].on_expiry: only a require_approval rule takes an \
+             expiry decision",
+        ]
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"require_approval\"\non_expiry = \"allow\"\n"
+        )),
+        "/etc/gw/gateway.toml:5:13: rule[0].on_expiry: unknown value `allow`; expected one of `deny`, `approve`"
+    );
+}
+
+#[test]
+fn zero_limits_windows_and_timeouts_are_refused() {
+    assert_eq!(
+        problems(&format!(
+            "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = 0\nwindow_secs = 0\n\
+             [[rule]]\naction = \"require_approval\"\ntimeout_secs = 0\n\
+             [[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ncall_timeout_secs = 0\n"
+        )),
+        [
+            "/etc/gw/gateway.toml:5:9: rule[0].limit: must be at least 1 (calls per window); to \
+             refuse every call, use `action = \"deny\"`",
+            "/etc/gw/gateway.toml:6:15: rule[0].window_secs: must be at least 1 (seconds)",
+            "/etc/gw/gateway.toml:9:16: rule[1].timeout_secs: must be at least 1 (seconds)",
+            "/etc/gw/gateway.toml:13:21: upstream[0].call_timeout_secs: must be at least 1 (seconds)",
+        ]
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"require_approval\"\ntimeout_secs = 31622401\n"
+        )),
+        "/etc/gw/gateway.toml:5:16: rule[0].timeout_secs: must be at most 31622400 (366 days)"
+    );
+}
+
+#[test]
+fn listen_addresses_are_loopback_unless_public() {
+    assert_eq!(
+        problem(&format!("[listen]\nhttp = \"0.0.0.0:8787\"\n{LOG}")),
+        "/etc/gw/gateway.toml:2:8: listen.http: `0.0.0.0:8787` is not a loopback address: set \
+         `listen.public = true` to serve other hosts, or listen on 127.0.0.1"
+    );
+    let public = read(&format!(
+        "[listen]\nhttp = \"0.0.0.0:8787\"\npublic = true\n{LOG}"
+    ))
+    .unwrap();
+    assert_eq!(public.listen.http, Some("0.0.0.0:8787".parse().unwrap()));
+    assert!(read(&format!("[listen]\nhttp = \"[::1]:0\"\n{LOG}")).is_ok());
+    assert_eq!(
+        problem(&format!("[listen]\nhttp = \"localhost:8787\"\n{LOG}")),
+        "/etc/gw/gateway.toml:2:8: listen.http: `localhost:8787` is not an IP address and port: \
+         write it like `127.0.0.1:8787` or `[::1]:8787`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "[listen]\nadmin_http = \"10.0.0.1:8788\"\n[admin]\ntoken = \"t\"\n{LOG}"
+        )),
+        "/etc/gw/gateway.toml:2:14: listen.admin_http: `10.0.0.1:8788` is not a loopback \
+         address: set `listen.public = true` to serve other hosts, or listen on 127.0.0.1"
+    );
+}
+
+#[test]
+fn the_admin_endpoint_needs_an_admin_token_and_its_own_port() {
+    assert_eq!(
+        problem(&format!("[listen]\nadmin_http = \"127.0.0.1:8788\"\n{LOG}")),
+        "/etc/gw/gateway.toml:2:14: listen.admin_http: the admin endpoint needs an `[admin]` \
+         table with its token (`token_env` or `token`)"
+    );
+    assert_eq!(
+        problem(&format!(
+            "[listen]\nhttp = \"127.0.0.1:8788\"\nadmin_http = \"127.0.0.1:8788\"\n\
+             [admin]\ntoken = \"t\"\n{LOG}"
+        )),
+        "/etc/gw/gateway.toml:3:14: listen.admin_http: `127.0.0.1:8788` is `listen.http` too: \
+         the admin endpoint needs a port of its own"
+    );
+}
+
+#[test]
+fn allowed_origins_are_origins() {
+    assert_eq!(
+        problem(&format!(
+            "[listen]\nallow_origins = [\"https://ok.example\", \"https://x/path\"]\n{LOG}"
+        )),
+        "/etc/gw/gateway.toml:2:40: listen.allow_origins[1]: `https://x/path` is not an origin: \
+         write `scheme://host` or `scheme://host:port`, without a path"
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_named() {
+    let error = load(Path::new("/nonexistent/gateway.toml")).unwrap_err();
+    assert!(matches!(error, ConfigError::Read { .. }));
+    assert!(
+        error
+            .to_string()
+            .starts_with("/nonexistent/gateway.toml: cannot read the config: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn predicates_print_as_written() {
+    assert_eq!(
+        predicate("not open_world").unwrap().to_string(),
+        "not open_world"
+    );
+    assert_eq!(predicate("idempotent").unwrap().to_string(), "idempotent");
+}

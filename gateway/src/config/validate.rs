@@ -1,0 +1,1131 @@
+//! The checks of a config: a `Reader` reads each table with serde, checks
+//! it and turns it into the public types, recording every problem where it
+//! is, then runs the checks that span tables.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use glob::Pattern;
+use serde::de::DeserializeOwned;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::raw::{
+    RawAction, RawAdmin, RawAssert, RawClient, RawListen, RawLock, RawLog, RawPolicy, RawRule,
+    RawUpstream,
+};
+use super::span::{element_span, find_key, name_span, position};
+use super::{
+    Admin, Assert, Client, Config, DefaultAction, Listen, LockConfig, LogConfig, PolicyConfig,
+    Predicate, Problem, RuleAction, RuleConfig, Secret, UpstreamConfig, UpstreamTransport,
+    defaults,
+};
+use crate::policy::Expiry;
+
+/// Reads and checks the config `text`, read from `path`, with `env` for
+/// `token_env` variables: the config, or every problem found, in file
+/// order (at least one).
+pub(super) fn read(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Config, Vec<Problem>> {
+    let mut reader = Reader {
+        text,
+        file: path.to_owned(),
+        dir: path.parent().unwrap_or(Path::new("")).to_owned(),
+        env,
+        problems: Vec::new(),
+    };
+    let config = reader.config(path);
+    reader
+        .problems
+        .sort_by_key(|problem| (problem.line, problem.column));
+    match config {
+        Some(config) if reader.problems.is_empty() => Ok(config),
+        _ => Err(reader.problems),
+    }
+}
+
+/// The top-level tables: (key, an array of tables?).
+const SECTIONS: [(&str, bool); 9] = [
+    ("listen", false),
+    ("admin", false),
+    ("client", true),
+    ("log", false),
+    ("lock", false),
+    ("policy", false),
+    ("upstream", true),
+    ("assert", true),
+    ("rule", true),
+];
+
+/// Reads one config, collecting problems.
+struct Reader<'a> {
+    text: &'a str,
+    file: PathBuf,
+    dir: PathBuf,
+    env: &'a dyn Fn(&str) -> Option<OsString>,
+    problems: Vec<Problem>,
+}
+
+impl Reader<'_> {
+    /// Records a problem at `span` (byte offsets into the text).
+    fn at(&mut self, span: Range<usize>, key: impl Into<String>, message: impl Into<String>) {
+        let (line, column) = position(self.text, span.start);
+        self.problems.push(Problem {
+            file: self.file.clone(),
+            line,
+            column,
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    /// The whole file: every table read and checked, then the checks
+    /// across tables; `None` when any part is invalid.
+    fn config(&mut self, path: &Path) -> Option<Config> {
+        let root = match DeTable::parse(self.text) {
+            Ok(root) => root,
+            Err(error) => {
+                let span = error.span().unwrap_or(0..0);
+                let message = format!("invalid TOML: {}", error.message().trim_end());
+                self.at(span, "", message);
+                return None;
+            }
+        };
+        let root_span = root.span();
+        let root = root.into_inner();
+        self.unknown_tables(&root);
+        let section = |name: &str| {
+            root.iter()
+                .find(|(key, _)| key.get_ref().as_ref() == name)
+                .map(|(_, value)| value)
+        };
+
+        let listen = match section("listen") {
+            Some(value) => self.table::<RawListen>("listen", value),
+            None => Some((
+                RawListen {
+                    http: None,
+                    public: false,
+                    allow_origins: Vec::new(),
+                    admin_http: None,
+                },
+                0..0,
+            )),
+        };
+        let admin = section("admin").map(|value| self.table::<RawAdmin>("admin", value));
+        let clients = self.array::<RawClient>("client", section("client"));
+        let log = match section("log") {
+            Some(value) => self.table::<RawLog>("log", value),
+            None => {
+                self.at(
+                    root_span.start..root_span.start,
+                    "log",
+                    "required, but missing: add a `[log]` table with the audit log's `path`",
+                );
+                None
+            }
+        };
+        let lock = section("lock").map(|value| self.table::<RawLock>("lock", value));
+        let policy = section("policy").map(|value| self.table::<RawPolicy>("policy", value));
+        let upstreams = self.array::<RawUpstream>("upstream", section("upstream"));
+        let asserts = self.array::<RawAssert>("assert", section("assert"));
+        let rules = self.array::<RawRule>("rule", section("rule"));
+
+        let listen = listen.map(|(raw, _)| self.listen(raw));
+        let admin = admin.map(|raw| raw.and_then(|(raw, span)| self.admin(raw, span)));
+        let clients: Vec<Option<Client>> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| raw.and_then(|(raw, span)| self.client(index, raw, span)))
+            .collect();
+        let log = log.map(|(raw, _)| LogConfig {
+            path: self.resolve(raw.path.get_ref()),
+            raw_arguments: raw.raw_arguments,
+        });
+        let lock = lock.map(|raw| {
+            raw.map(|(raw, _)| LockConfig {
+                path: self.resolve(raw.path.get_ref()),
+                deny_drift: raw.deny_drift.unwrap_or(true),
+            })
+        });
+        let policy = policy.map(|raw| {
+            raw.map(|(raw, _)| PolicyConfig {
+                default: raw.default.unwrap_or(DefaultAction::Allow),
+            })
+        });
+        // Every name that was read, valid or not: a rule naming an upstream
+        // whose own table is broken gets no second, misleading problem.
+        let names: Vec<String> = upstreams
+            .iter()
+            .flatten()
+            .map(|(raw, _)| raw.name.get_ref().clone())
+            .collect();
+        let upstreams: Vec<Option<UpstreamConfig>> = upstreams
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| raw.and_then(|(raw, span)| self.upstream(index, raw, span)))
+            .collect();
+        self.duplicate_upstreams(section("upstream"), &upstreams);
+        let asserts: Vec<Option<Assert>> = asserts
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| raw.and_then(|(raw, span)| self.assert(index, raw, span, &names)))
+            .collect();
+        // The clients' principals, and stdio's.
+        let principals: Vec<String> = clients
+            .iter()
+            .flatten()
+            .map(|client| client.principal.clone())
+            .chain([defaults::LOCAL_PRINCIPAL.to_owned()])
+            .collect();
+        let rules: Vec<Option<RuleConfig>> = rules
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| raw.and_then(|(raw, _)| self.rule(index, raw, &names, &principals)))
+            .collect();
+        if let (Some(Some((_, Some(span)))), None) = (&listen, &admin) {
+            self.at(
+                span.clone(),
+                "listen.admin_http",
+                "the admin endpoint needs an `[admin]` table with its token (`token_env` or \
+                 `token`)",
+            );
+        }
+        self.separate_tokens(section("client"), admin.as_ref(), &clients);
+
+        // Every check has run: now any invalid part makes the whole None.
+        let (listen, _) = listen??;
+        Some(Config {
+            listen,
+            admin: present(admin)?,
+            clients: clients.into_iter().collect::<Option<_>>()?,
+            log: log?,
+            lock: present(lock)?,
+            policy: present(policy)?.unwrap_or_default(),
+            upstreams: upstreams.into_iter().collect::<Option<_>>()?,
+            asserts: asserts.into_iter().collect::<Option<_>>()?,
+            rules: rules.into_iter().collect::<Option<_>>()?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Every top-level table is one of [`SECTIONS`].
+    fn unknown_tables(&mut self, root: &DeTable<'_>) {
+        for (key, _) in root.iter() {
+            let name = key.get_ref().as_ref();
+            if !SECTIONS.iter().any(|(section, _)| *section == name) {
+                let known: Vec<&str> = SECTIONS.iter().map(|(section, _)| *section).collect();
+                let message = format!("unknown table `{name}`{}", suggestion(name, &known));
+                self.at(key.span(), name, message);
+            }
+        }
+    }
+
+    /// Reads the table `key` (`[listen]`) with serde: the raw table and the
+    /// span of its header, or `None` (a problem recorded).
+    fn table<T: DeserializeOwned>(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<(T, Range<usize>)> {
+        let DeValue::Table(table) = value.get_ref() else {
+            let message = format!(
+                "expected a table (`[{key}]`), found {}",
+                type_name(value.get_ref())
+            );
+            self.at(value.span(), key, message);
+            return None;
+        };
+        let span = value.span();
+        let de = toml::de::Deserializer::from(Spanned::new(span.clone(), table.clone()));
+        match T::deserialize(de) {
+            Ok(raw) => Some((raw, span)),
+            Err(error) => {
+                self.serde_problem(key, value, &error);
+                None
+            }
+        }
+    }
+
+    /// Reads the array of tables `key` (`[[rule]]`), one table at a time,
+    /// so every broken one is reported; an absent array is empty.
+    fn array<T: DeserializeOwned>(
+        &mut self,
+        key: &str,
+        value: Option<&Spanned<DeValue<'_>>>,
+    ) -> Vec<Option<(T, Range<usize>)>> {
+        let Some(value) = value else {
+            return Vec::new();
+        };
+        let DeValue::Array(items) = value.get_ref() else {
+            let message = format!(
+                "expected an array of tables (`[[{key}]]`), found {}",
+                type_name(value.get_ref())
+            );
+            self.at(value.span(), key, message);
+            return vec![None];
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| self.table(&format!("{key}[{index}]"), item))
+            .collect()
+    }
+
+    /// Turns serde's error inside the table at `path` into a problem at the
+    /// key it is about.
+    fn serde_problem(&mut self, path: &str, value: &Spanned<DeValue<'_>>, error: &toml::de::Error) {
+        let span = error.span().unwrap_or(value.span());
+        let inner = find_key(value, span.start).unwrap_or_default();
+        let key = format!("{path}{inner}");
+        let message = error.message().trim_end();
+        let (key, message) = if let Some(field) = backticked(message, "missing field ") {
+            (format!("{key}.{field}"), "required, but missing".to_owned())
+        } else if let Some(field) = backticked(message, "unknown field ") {
+            let (listed, suggested) = expected(message, &field);
+            (
+                key,
+                format!("unknown key `{field}`{suggested}; this table takes {listed}"),
+            )
+        } else if let Some(variant) = backticked(message, "unknown variant ") {
+            let (listed, suggested) = expected(message, &variant);
+            (
+                key,
+                format!("unknown value `{variant}`{suggested}; expected one of {listed}"),
+            )
+        } else {
+            (key, message.to_owned())
+        };
+        self.at(span, key, message);
+    }
+
+    /// A path in the config, resolved against the config file's directory.
+    fn resolve(&self, path: &str) -> PathBuf {
+        self.dir.join(path)
+    }
+
+    fn listen(&mut self, raw: RawListen) -> Option<(Listen, Option<Range<usize>>)> {
+        let mut ok = true;
+        let mut address = |reader: &mut Reader<'_>, key: &str, value: &Spanned<String>| {
+            let text = value.get_ref();
+            match text.parse::<SocketAddr>() {
+                Ok(address) if !address.ip().is_loopback() && !raw.public => {
+                    reader.at(
+                        value.span(),
+                        key,
+                        format!(
+                            "`{text}` is not a loopback address: set `listen.public = true` to \
+                             serve other hosts, or listen on 127.0.0.1"
+                        ),
+                    );
+                    ok = false;
+                    None
+                }
+                Ok(address) => Some(address),
+                Err(_) => {
+                    reader.at(
+                        value.span(),
+                        key,
+                        format!(
+                            "`{text}` is not an IP address and port: write it like \
+                             `127.0.0.1:8787` or `[::1]:8787`"
+                        ),
+                    );
+                    ok = false;
+                    None
+                }
+            }
+        };
+        let http = raw
+            .http
+            .as_ref()
+            .and_then(|value| address(self, "listen.http", value));
+        let admin_http = raw
+            .admin_http
+            .as_ref()
+            .and_then(|value| address(self, "listen.admin_http", value));
+        if let (Some(http), Some(admin), Some(value)) = (http, admin_http, &raw.admin_http)
+            && http == admin
+            && http.port() != 0
+        {
+            self.at(
+                value.span(),
+                "listen.admin_http",
+                format!(
+                    "`{http}` is `listen.http` too: the admin endpoint needs a port of its own"
+                ),
+            );
+            ok = false;
+        }
+        // Checked as the HTTP guard reads them, so a bad one stops the
+        // gateway here, named, not when it starts serving.
+        let guard = mcp_hints::wire::HttpGuard::for_address(SocketAddr::from(([127, 0, 0, 1], 0)));
+        for (index, origin) in raw.allow_origins.iter().enumerate() {
+            if guard.clone().allow_origin(origin.get_ref()).is_err() {
+                self.at(
+                    origin.span(),
+                    format!("listen.allow_origins[{index}]"),
+                    format!(
+                        "`{}` is not an origin: write `scheme://host` or `scheme://host:port`, \
+                         without a path",
+                        origin.get_ref()
+                    ),
+                );
+                ok = false;
+            }
+        }
+        ok.then(|| {
+            (
+                Listen {
+                    http,
+                    public: raw.public,
+                    allow_origins: raw
+                        .allow_origins
+                        .into_iter()
+                        .map(Spanned::into_inner)
+                        .collect(),
+                    admin_http,
+                },
+                raw.admin_http.map(|value| value.span()),
+            )
+        })
+    }
+
+    /// `token` or `token_env` (exactly one) of the table at `path`.
+    fn token(
+        &mut self,
+        path: &str,
+        span: Range<usize>,
+        token: Option<Spanned<String>>,
+        token_env: Option<Spanned<String>>,
+    ) -> Option<Secret> {
+        match (token, token_env) {
+            (Some(_), Some(env)) => {
+                self.at(
+                    env.span(),
+                    format!("{path}.token_env"),
+                    "give either `token` or `token_env`, not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.at(
+                    span,
+                    path,
+                    "needs a token: give `token_env` (the environment variable that holds it) \
+                     or `token`",
+                );
+                None
+            }
+            (Some(token), None) if token.get_ref().is_empty() => {
+                self.at(token.span(), format!("{path}.token"), "the token is empty");
+                None
+            }
+            (Some(token), None) => match unsendable(token.get_ref()) {
+                Some(why) => {
+                    self.at(
+                        token.span(),
+                        format!("{path}.token"),
+                        format!("the token {why}"),
+                    );
+                    None
+                }
+                None => Some(Secret(token.into_inner())),
+            },
+            (None, Some(env)) => {
+                let name = env.get_ref();
+                let key = format!("{path}.token_env");
+                match (self.env)(name).map(OsString::into_string) {
+                    None => {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!("the environment variable `{name}` is not set: export it with the token"),
+                        );
+                        None
+                    }
+                    Some(Err(_)) => {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!("the environment variable `{name}` is not valid UTF-8"),
+                        );
+                        None
+                    }
+                    Some(Ok(value)) if value.is_empty() => {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!("the environment variable `{name}` is empty"),
+                        );
+                        None
+                    }
+                    Some(Ok(value)) => match unsendable(&value) {
+                        Some(why) => {
+                            self.at(
+                                env.span(),
+                                key,
+                                format!("the token in the environment variable `{name}` {why}"),
+                            );
+                            None
+                        }
+                        None => Some(Secret(value)),
+                    },
+                }
+            }
+        }
+    }
+
+    fn admin(&mut self, raw: RawAdmin, span: Range<usize>) -> Option<Admin> {
+        let token = self.token("admin", span, raw.token, raw.token_env)?;
+        Some(Admin { token })
+    }
+
+    fn client(&mut self, index: usize, raw: RawClient, span: Range<usize>) -> Option<Client> {
+        let path = format!("client[{index}]");
+        let principal = raw.principal.get_ref();
+        let good = if principal.is_empty() {
+            self.at(
+                raw.principal.span(),
+                format!("{path}.principal"),
+                "the principal is empty",
+            );
+            false
+        } else if principal == defaults::LOCAL_PRINCIPAL {
+            self.at(
+                raw.principal.span(),
+                format!("{path}.principal"),
+                "`local` is the stdio client's principal: give HTTP clients another name",
+            );
+            false
+        } else {
+            true
+        };
+        let token = self.token(&path, span, raw.token, raw.token_env);
+        Some(Client {
+            principal: good.then(|| raw.principal.into_inner())?,
+            token: token?,
+        })
+    }
+
+    /// No two clients share a token, and the admin's is none of theirs: a
+    /// token names one identity.
+    fn separate_tokens(
+        &mut self,
+        section: Option<&Spanned<DeValue<'_>>>,
+        admin: Option<&Option<Admin>>,
+        clients: &[Option<Client>],
+    ) {
+        for (index, client) in clients.iter().enumerate() {
+            let Some(client) = client else { continue };
+            let span = element_span(section, index);
+            let earlier = clients[..index]
+                .iter()
+                .position(|other| other.as_ref().is_some_and(|o| o.token == client.token));
+            if let Some(earlier) = earlier {
+                self.at(
+                    span.clone(),
+                    format!("client[{index}]"),
+                    format!(
+                        "the same token as client[{earlier}]: each client needs a token of its own"
+                    ),
+                );
+            }
+            if let Some(Some(admin)) = admin
+                && admin.token == client.token
+            {
+                self.at(
+                    span,
+                    format!("client[{index}]"),
+                    "the same token as `[admin]`: clients and the admin need separate tokens",
+                );
+            }
+        }
+    }
+
+    fn upstream(
+        &mut self,
+        index: usize,
+        raw: RawUpstream,
+        span: Range<usize>,
+    ) -> Option<UpstreamConfig> {
+        let path = format!("upstream[{index}]");
+        let mut ok = true;
+        let name = raw.name.get_ref();
+        let valid_name = !name.is_empty()
+            && name.chars().count() <= defaults::MAX_UPSTREAM_NAME
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !valid_name {
+            self.at(
+                raw.name.span(),
+                format!("{path}.name"),
+                format!(
+                    "`{name}` is not an upstream name: use 1 to 32 of A-Z, a-z, 0-9 and `-` \
+                     (tools are exposed as NAME__TOOL, so `_` is not allowed)"
+                ),
+            );
+            ok = false;
+        }
+        let call_timeout = match &raw.call_timeout_secs {
+            Some(secs) => self.seconds(&format!("{path}.call_timeout_secs"), secs),
+            None => Some(defaults::CALL_TIMEOUT),
+        };
+        let transport = match (raw.command, raw.url) {
+            (Some(_), Some(url)) => {
+                self.at(
+                    url.span(),
+                    format!("{path}.url"),
+                    "give either `command` (a stdio server) or `url` (an HTTP server), not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.at(
+                    span,
+                    path.clone(),
+                    "needs `command` (a stdio server, `[\"program\", \"arg\"]`) or `url` (a \
+                     streamable HTTP server)",
+                );
+                None
+            }
+            (Some(command), None) => {
+                if let Some(headers) = &raw.headers {
+                    self.at(
+                        headers.span(),
+                        format!("{path}.headers"),
+                        "only a `url` upstream takes headers; give a stdio server `env`",
+                    );
+                    ok = false;
+                }
+                self.command(&path, command, raw.env)
+            }
+            (None, Some(url)) => {
+                if let Some(env) = &raw.env {
+                    self.at(
+                        env.span(),
+                        format!("{path}.env"),
+                        "only a `command` upstream takes env; give an HTTP server `headers`",
+                    );
+                    ok = false;
+                }
+                self.url(&path, url, raw.headers)
+            }
+        };
+        let (transport, call_timeout) = (transport?, call_timeout?);
+        ok.then(|| UpstreamConfig {
+            name: raw.name.into_inner(),
+            transport,
+            trusted: raw.trusted,
+            call_timeout,
+        })
+    }
+
+    fn command(
+        &mut self,
+        path: &str,
+        command: Spanned<Vec<Spanned<String>>>,
+        env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    ) -> Option<UpstreamTransport> {
+        let span = command.span();
+        let mut words = command.into_inner().into_iter().map(Spanned::into_inner);
+        let program = match words.next() {
+            Some(program) if !program.is_empty() => program,
+            _ => {
+                self.at(
+                    span,
+                    format!("{path}.command"),
+                    "the command is empty: give the program and its arguments, \
+                     `[\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]`",
+                );
+                return None;
+            }
+        };
+        // A bare name is for PATH; a relative path is the operator's file
+        // next to the config.
+        let (program, resolved_against) =
+            if program.contains('/') && Path::new(&program).is_relative() {
+                // A config named without a directory: the working one.
+                let against = if self.dir.as_os_str().is_empty() {
+                    std::env::current_dir().unwrap_or_default()
+                } else {
+                    std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone())
+                };
+                (
+                    self.resolve(&program).to_string_lossy().into_owned(),
+                    Some(against),
+                )
+            } else {
+                (program, None)
+            };
+        let mut ok = true;
+        let mut vars = BTreeMap::new();
+        for (name, value) in env.map(Spanned::into_inner).unwrap_or_default() {
+            if name.is_empty() || name.contains(['=', '\0']) || value.get_ref().contains('\0') {
+                self.at(
+                    value.span(),
+                    format!("{path}.env.{name}"),
+                    "an environment variable's name must be non-empty without `=`, and \
+                     neither name nor value may hold a NUL",
+                );
+                ok = false;
+            }
+            vars.insert(name, value.into_inner());
+        }
+        ok.then_some(UpstreamTransport::Command {
+            program,
+            args: words.collect(),
+            env: vars,
+            resolved_against,
+        })
+    }
+
+    fn url(
+        &mut self,
+        path: &str,
+        url: Spanned<String>,
+        headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    ) -> Option<UpstreamTransport> {
+        let mut ok = true;
+        match reqwest::Url::parse(url.get_ref()) {
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+            _ => {
+                self.at(
+                    url.span(),
+                    format!("{path}.url"),
+                    format!(
+                        "`{}` is not an http or https URL: write it like \
+                         `http://127.0.0.1:9000/mcp`",
+                        url.get_ref()
+                    ),
+                );
+                ok = false;
+            }
+        }
+        let mut secrets = BTreeMap::new();
+        for (name, value) in headers.map(Spanned::into_inner).unwrap_or_default() {
+            // RFC 9110: a field name is a token; a value has no control
+            // characters but tab. The value is a secret: never quoted.
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                self.at(
+                    value.span(),
+                    format!("{path}.headers.{name}"),
+                    format!("`{name}` is not a header name: use letters, digits and `-`"),
+                );
+                ok = false;
+            } else if value.get_ref().chars().any(|c| c.is_control() && c != '\t') {
+                self.at(
+                    value.span(),
+                    format!("{path}.headers.{name}"),
+                    "the header's value holds a control character (a line break?)",
+                );
+                ok = false;
+            }
+            secrets.insert(name, Secret(value.into_inner()));
+        }
+        ok.then(|| UpstreamTransport::Url {
+            url: url.into_inner(),
+            headers: secrets,
+        })
+    }
+
+    /// Upstream names are unique: `NAME__TOOL` must say which server.
+    fn duplicate_upstreams(
+        &mut self,
+        section: Option<&Spanned<DeValue<'_>>>,
+        upstreams: &[Option<UpstreamConfig>],
+    ) {
+        for (index, upstream) in upstreams.iter().enumerate() {
+            let Some(upstream) = upstream else { continue };
+            let earlier = upstreams[..index]
+                .iter()
+                .position(|other| other.as_ref().is_some_and(|o| o.name == upstream.name));
+            if let Some(earlier) = earlier {
+                let span = name_span(section, index).unwrap_or(element_span(section, index));
+                self.at(
+                    span,
+                    format!("upstream[{index}].name"),
+                    format!(
+                        "`{}` is upstream[{earlier}]'s name too: each upstream needs a name of \
+                         its own",
+                        upstream.name
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The glob at `key` (`*` when absent). With `names`, (a noun and the
+    /// names it must match at least one of: the upstreams, the
+    /// principals), a glob that matches none is an error too: a rule for
+    /// nobody never fires, and a `deny` that never fires lets everything
+    /// through.
+    fn glob(
+        &mut self,
+        key: &str,
+        value: Option<&Spanned<String>>,
+        names: Option<(&str, &[String])>,
+    ) -> Option<Pattern> {
+        let Some(value) = value else {
+            return Some(Pattern::new("*").expect("`*` is a glob"));
+        };
+        match Pattern::new(value.get_ref()) {
+            Err(error) => {
+                self.at(
+                    value.span(),
+                    key,
+                    format!(
+                        "`{}` is not a glob: {} (at character {})",
+                        value.get_ref(),
+                        error.msg,
+                        error.pos
+                    ),
+                );
+                None
+            }
+            Ok(pattern) => {
+                if let Some((noun, names)) = names
+                    && !names.is_empty()
+                    && !names.iter().any(|name| pattern.matches(name))
+                {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let listed = names
+                        .iter()
+                        .map(|name| format!("`{name}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    self.at(
+                        value.span(),
+                        key,
+                        format!(
+                            "`{}` matches no {noun}{}; the {noun}s are {listed}",
+                            value.get_ref(),
+                            suggestion(value.get_ref(), &names)
+                        ),
+                    );
+                    return None;
+                }
+                Some(pattern)
+            }
+        }
+    }
+
+    fn assert(
+        &mut self,
+        index: usize,
+        raw: RawAssert,
+        span: Range<usize>,
+        upstreams: &[String],
+    ) -> Option<Assert> {
+        let path = format!("assert[{index}]");
+        let upstream = self.glob(
+            &format!("{path}.upstream"),
+            raw.upstream.as_ref(),
+            Some(("upstream", upstreams)),
+        );
+        let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
+        let hints = [
+            raw.read_only,
+            raw.destructive,
+            raw.idempotent,
+            raw.open_world,
+        ];
+        if hints.iter().all(Option::is_none) {
+            self.at(
+                span,
+                path,
+                "asserts no hint: give at least one of `readOnlyHint`, `destructiveHint`, \
+                 `idempotentHint`, `openWorldHint`",
+            );
+            return None;
+        }
+        Some(Assert {
+            upstream: upstream?,
+            tool: tool?,
+            hints,
+        })
+    }
+
+    /// A `*_secs` key: 1 s to [`defaults::MAX_SECS`].
+    fn seconds(&mut self, key: &str, secs: &Spanned<u64>) -> Option<Duration> {
+        let value = *secs.get_ref();
+        if value == 0 {
+            self.at(secs.span(), key, "must be at least 1 (seconds)");
+            None
+        } else if value > defaults::MAX_SECS {
+            self.at(
+                secs.span(),
+                key,
+                format!("must be at most {} (366 days)", defaults::MAX_SECS),
+            );
+            None
+        } else {
+            Some(Duration::from_secs(value))
+        }
+    }
+
+    fn rule(
+        &mut self,
+        index: usize,
+        raw: RawRule,
+        upstreams: &[String],
+        principals: &[String],
+    ) -> Option<RuleConfig> {
+        let path = format!("rule[{index}]");
+        let mut ok = self.keys_fit_action(&path, &raw);
+        let upstream = self.glob(
+            &format!("{path}.upstream"),
+            raw.upstream.as_ref(),
+            Some(("upstream", upstreams)),
+        );
+        let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
+        let principal = self.glob(
+            &format!("{path}.principal"),
+            raw.principal.as_ref(),
+            Some(("principal", principals)),
+        );
+        let mut when = Vec::new();
+        for (position, text) in raw.when.iter().flatten().enumerate() {
+            match predicate(text.get_ref()) {
+                Ok(predicate) => when.push(predicate),
+                Err(message) => {
+                    self.at(text.span(), format!("{path}.when[{position}]"), message);
+                    ok = false;
+                }
+            }
+        }
+        let action = self.rule_action(&path, &raw);
+        let rule = RuleConfig {
+            action: action?,
+            upstream: upstream?,
+            tool: tool?,
+            principal: principal?,
+            when,
+        };
+        ok.then_some(rule)
+    }
+
+    /// Whether every key of the rule at `path` belongs to its action (a
+    /// problem recorded for each that does not).
+    fn keys_fit_action(&mut self, path: &str, raw: &RawRule) -> bool {
+        let action = *raw.action.get_ref();
+        let mut ok = true;
+        // Keys that only one action takes, with the words for the message.
+        let only: [(&str, RawAction, &str, Option<Range<usize>>); 4] = [
+            (
+                "timeout_secs",
+                RawAction::RequireApproval,
+                "a timeout",
+                raw.timeout_secs.as_ref().map(Spanned::span),
+            ),
+            (
+                "on_expiry",
+                RawAction::RequireApproval,
+                "an expiry decision",
+                raw.on_expiry.as_ref().map(Spanned::span),
+            ),
+            (
+                "limit",
+                RawAction::RateLimit,
+                "a limit",
+                raw.limit.as_ref().map(Spanned::span),
+            ),
+            (
+                "window_secs",
+                RawAction::RateLimit,
+                "a window",
+                raw.window_secs.as_ref().map(Spanned::span),
+            ),
+        ];
+        for (key, owner, noun, span) in only {
+            if let Some(span) = span
+                && owner != action
+            {
+                self.at(
+                    span,
+                    format!("{path}.{key}"),
+                    format!("only a {} rule takes {noun}", owner.name()),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    /// The action of the rule at `path`, from `action` and the keys only it
+    /// takes: defaults filled in, zero limits and out-of-range seconds
+    /// refused.
+    fn rule_action(&mut self, path: &str, raw: &RawRule) -> Option<RuleAction> {
+        let action_span = raw.action.span();
+        match *raw.action.get_ref() {
+            RawAction::Deny => Some(RuleAction::Deny),
+            RawAction::Allow => Some(RuleAction::Allow),
+            RawAction::RequireApproval => {
+                let timeout = match &raw.timeout_secs {
+                    Some(secs) => self.seconds(&format!("{path}.timeout_secs"), secs),
+                    None => Some(defaults::APPROVAL_TIMEOUT),
+                };
+                timeout.map(|timeout| RuleAction::RequireApproval {
+                    timeout,
+                    on_expiry: raw
+                        .on_expiry
+                        .as_ref()
+                        .map_or(Expiry::Deny, |expiry| *expiry.get_ref()),
+                })
+            }
+            RawAction::RateLimit => {
+                let limit = match &raw.limit {
+                    Some(limit) if *limit.get_ref() == 0 => {
+                        self.at(
+                            limit.span(),
+                            format!("{path}.limit"),
+                            "must be at least 1 (calls per window); to refuse every call, use \
+                             `action = \"deny\"`",
+                        );
+                        None
+                    }
+                    Some(limit) => Some(*limit.get_ref()),
+                    None => {
+                        self.at(
+                            action_span.clone(),
+                            format!("{path}.limit"),
+                            "a rate_limit rule needs a limit (calls per window)",
+                        );
+                        None
+                    }
+                };
+                let window = match &raw.window_secs {
+                    Some(secs) => self.seconds(&format!("{path}.window_secs"), secs),
+                    None => {
+                        self.at(
+                            action_span,
+                            format!("{path}.window_secs"),
+                            "a rate_limit rule needs a window (`window_secs`)",
+                        );
+                        None
+                    }
+                };
+                limit
+                    .zip(window)
+                    .map(|(limit, window)| RuleAction::RateLimit { limit, window })
+            }
+        }
+    }
+}
+
+/// An optional table: absent (`None`) is `Some(None)`; present and valid
+/// is `Some(Some(_))`; present but invalid (a problem recorded) is `None`.
+fn present<T>(table: Option<Option<T>>) -> Option<Option<T>> {
+    table.map_or(Some(None), |valid| valid.map(Some))
+}
+
+/// A `when` predicate: a name from [`Predicate::NAMES`], optionally after
+/// `not `.
+pub(super) fn predicate(text: &str) -> Result<Predicate, String> {
+    let (holds, name) = match text.strip_prefix("not ") {
+        Some(rest) => (false, rest),
+        None => (true, text),
+    };
+    let names: Vec<&str> = Predicate::NAMES.iter().map(|(name, _)| *name).collect();
+    match Predicate::NAMES.iter().find(|(known, _)| *known == name) {
+        Some((_, hint)) => Ok(Predicate { hint: *hint, holds }),
+        None => Err(format!(
+            "unknown predicate `{text}`{}; the predicates are `read_only`, `destructive`, \
+             `idempotent` and `open_world`, each may follow `not `",
+            suggestion(name, &names)
+        )),
+    }
+}
+
+/// ` (did you mean `X`?)` when one of `known` is close to `given`.
+fn suggestion(given: &str, known: &[&str]) -> String {
+    mcp_hints_core::suggest::closest(given, known.iter().copied())
+        .map(|name| format!(" (did you mean `{name}`?)"))
+        .unwrap_or_default()
+}
+
+/// The first backticked word of `message` after `prefix`, if it starts so.
+fn backticked(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.strip_prefix(prefix)?.strip_prefix('`')?;
+    rest.split_once('`').map(|(word, _)| word.to_owned())
+}
+
+/// Every backticked word of `text`.
+fn backticked_all(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `a string`, `an integer`: a TOML value's type for messages.
+fn type_name(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// Why no request can carry `token` as `Authorization: Bearer TOKEN`, as
+/// the end of a sentence ("has a space at character 1: ..."); `None` when
+/// it is a `b64token` (RFC 6750 §2.1): one or more of
+/// `A-Z a-z 0-9 - . _ ~ + /`, then `=` only. A space around it is cut off
+/// on the way (RFC 9110 §5.5), a byte that is not visible ASCII cannot be
+/// read as header text, and clients and proxies may refuse or change any
+/// other character. The token's characters are never quoted: it is a
+/// secret.
+fn unsendable(token: &str) -> Option<String> {
+    let padding = token.len() - token.trim_end_matches('=').len();
+    let body = token.len() - padding;
+    if body == 0 {
+        return Some("is only `=`: a bearer token needs a character before its padding".to_owned());
+    }
+    let (at, character) = token
+        .char_indices()
+        .enumerate()
+        .find(|&(_, (offset, character))| {
+            let allowed = character.is_ascii_alphanumeric() || "-._~+/".contains(character);
+            offset < body && !allowed
+        })
+        .map(|(index, (_, character))| (index + 1, character))?;
+    let what = match character {
+        ' ' | '\t' => "a space",
+        '=' => "`=` before its end",
+        character if character.is_ascii_control() => "a control character",
+        character if !character.is_ascii() => "a character that is not ASCII",
+        _ => "a punctuation character outside `- . _ ~ + /`",
+    };
+    Some(format!(
+        "has {what} at character {at}: a bearer token is A-Z, a-z, 0-9 and `- . _ ~ + /`, \
+         then `=` only at its end (RFC 6750 §2.1), or no request can carry it"
+    ))
+}
+
+/// What serde's `message` lists after "expected", as `` `a`, `b` ``, and
+/// a " (did you mean `a`?)" for `got` among them (or nothing).
+fn expected(message: &str, got: &str) -> (String, String) {
+    let names = backticked_all(message.split_once("expected").map_or("", |(_, e)| e));
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let listed = names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (listed, suggestion(got, &names))
+}
