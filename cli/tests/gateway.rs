@@ -2978,6 +2978,16 @@ fn gateway_init_writes_the_starter_config_and_never_overwrites() {
         stdout.starts_with(&format!("wrote {shown}: a starter config")),
         "{stdout}"
     );
+    // No DIR/target for the audit log: said, with the command that makes it.
+    let target = dir.join("target");
+    assert!(
+        stdout.contains(&format!(
+            "note: its audit log goes into {}, which is not there yet: create it (`mkdir -p {}`)",
+            target.display(),
+            target.display()
+        )),
+        "{stdout}"
+    );
     // Nothing at DIR/target/debug/notes: said, with the build command.
     assert!(
         stdout.contains(&format!(

@@ -16,7 +16,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
@@ -368,6 +368,9 @@ impl AuditLog {
                     std::io::ErrorKind::NotADirectory,
                     format!("{} is not a directory", dir.display()),
                 ))),
+                Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+                    Err(error(missing_directory(dir)))
+                }
                 Err(source) => Err(error(source)),
             }
         }
@@ -397,9 +400,17 @@ impl AuditLog {
             // The log may hold raw arguments: readable by its owner only.
             options.mode(0o600);
         }
-        let file = options
-            .open(path)
-            .map_err(|source| error("open it for appending", source))?;
+        let file = options.open(path).map_err(|source| {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() {
+                error("open it for appending", missing_directory(dir))
+            } else {
+                error("open it for appending", source)
+            }
+        })?;
         if !existed {
             // A new file's name is durable only once its directory is.
             sync_directory(path).map_err(|source| error("sync its directory", source))?;
@@ -749,6 +760,28 @@ fn copy(error: &std::io::Error) -> std::io::Error {
     std::io::Error::new(error.kind(), error.to_string())
 }
 
+/// The error for a log whose directory does not exist, naming that
+/// directory as an absolute path with `.` and `..` taken out: a relative
+/// `[log] path` is relative to the config's directory, which is not where
+/// the operator stands.
+fn missing_directory(dir: &Path) -> std::io::Error {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut shown = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                shown.pop();
+            }
+            other => shown.push(other),
+        }
+    }
+    std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("its directory {} does not exist", shown.display()),
+    )
+}
+
 #[cfg(unix)]
 fn sync_directory(path: &Path) -> std::io::Result<()> {
     let directory = match path.parent() {
@@ -964,8 +997,16 @@ mod tests {
             )),
             "{error}"
         );
-        // A missing directory.
-        assert!(AuditLog::open(&scratch.0.join("no/such/dir/audit.jsonl")).is_err());
+        // A missing directory, named whole (as `gateway check` names it
+        // too), without the `..` a config-relative path has.
+        let missing = scratch.0.join("no/such/../such/dir/audit.jsonl");
+        let expected = format!(
+            "audit log {}: cannot open it for appending: its directory {} does not exist",
+            missing.display(),
+            scratch.0.join("no/such/dir").display()
+        );
+        assert_eq!(AuditLog::open(&missing).unwrap_err().to_string(), expected);
+        assert_eq!(AuditLog::check(&missing).unwrap_err().to_string(), expected);
 
         // Removed after it was opened: the entry would be lost with it.
         let path = scratch.0.join("audit.jsonl");

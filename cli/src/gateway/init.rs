@@ -15,6 +15,10 @@ pub const STARTER: &str = include_str!("starter.toml");
 /// directory.
 const NOTES_PROGRAM: &str = "../target/debug/notes";
 
+/// The audit log's `[log] path` in [`STARTER`], relative to the config's
+/// directory.
+const LOG_PATH: &str = "../target/gateway-audit.jsonl";
+
 /// Writes [`STARTER`] to `args.path` (never over an existing file) and
 /// prints what it wrote and the commands to run next; exit status 0.
 ///
@@ -53,10 +57,25 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
         .and_then(|path| path.parent().map(Path::to_owned))
         .unwrap_or_default();
     // `../target/debug/notes`, without the `..` in what is shown.
-    let notes = NOTES_PROGRAM
-        .strip_prefix("../")
-        .and_then(|rest| Some(dir.parent()?.join(rest)))
-        .unwrap_or_else(|| dir.join(NOTES_PROGRAM));
+    let beside = |relative: &str| {
+        relative
+            .strip_prefix("../")
+            .and_then(|rest| Some(dir.parent()?.join(rest)))
+            .unwrap_or_else(|| dir.join(relative))
+    };
+    let notes = beside(NOTES_PROGRAM);
+    let log_dir = beside(LOG_PATH)
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_default();
+    if !log_dir.is_dir() {
+        out.push_str(&format!(
+            "note: its audit log goes into {}, which is not there yet: create it (`mkdir -p \
+             {}`) or edit `[log] path`; `check` and `serve` refuse to start without it\n",
+            log_dir.display(),
+            shell_word(&log_dir.to_string_lossy()),
+        ));
+    }
     if !notes.exists() {
         out.push_str(&format!(
             "note: its `notes` upstream runs {}, which is not there yet: build it in a clone of \
@@ -98,7 +117,7 @@ mod tests {
         assert_eq!(program, &format!("/clone/examples/{NOTES_PROGRAM}"));
         assert_eq!(
             config.log.path,
-            Path::new("/clone/examples/../target/gateway-audit.jsonl")
+            Path::new(&format!("/clone/examples/{LOG_PATH}"))
         );
     }
 }

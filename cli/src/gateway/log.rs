@@ -303,7 +303,8 @@ fn log_path_of(config: &Path) -> Result<PathBuf, String> {
 /// The entries of the log at `path` that `args` lets through, and a
 /// message for each line that is not an entry (skipped).
 fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
-    let file = File::open(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let file = File::open(path)
+        .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
     for (index, line) in BufReader::new(file).lines().enumerate() {
@@ -624,6 +625,18 @@ mod tests {
             ]
         );
         assert!(widest(&narrow) < 130, "{}", widest(&narrow));
+    }
+
+    #[test]
+    fn a_missing_log_is_named_as_the_audit_log() {
+        let scratch = Scratch::new("missing");
+        let path = scratch.0.join("no-such-audit.jsonl");
+        let args = log_args(&["--log", path.to_str().unwrap()]);
+        let error = read_matching(&path, &args).unwrap_err();
+        assert!(
+            error.starts_with(&format!("audit log {}: cannot read it: ", path.display())),
+            "{error}"
+        );
     }
 
     #[test]
