@@ -988,7 +988,8 @@ impl Front {
             return Some(log_failed(&error));
         }
         if resolution.proceeds() {
-            match lock.lock().await.approve(name, listed.pinned.clone()) {
+            // Written off the runtime; the call goes on only once it is.
+            match lock.lock().await.approve(name, listed.pinned.clone()).await {
                 Ok(()) => return None,
                 Err(error) => {
                     let _ = self
