@@ -431,16 +431,28 @@ impl DriftLock {
     /// (to a temporary file in the same directory, synced, then renamed
     /// over the lock, so a reader or a crash sees the old lock or the new
     /// one, never part of one), and only then is the lock held here
-    /// changed.
+    /// changed. The file is written on tokio's blocking pool
+    /// (`spawn_blocking`), so that the syncs do not hold up the runtime's
+    /// other tasks; this resolves once it is on disk.
+    ///
+    /// Dropped before it resolves, the write may still complete while the
+    /// lock held here stays unchanged: the tool stays unapproved here, and
+    /// the next approval writes the file from the lock held here.
     ///
     /// # Errors
     ///
-    /// A message naming the file when it cannot be written; the lock held
-    /// here is unchanged.
-    pub fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), String> {
+    /// A message naming the file when it cannot be written
+    /// (`PATH: cannot write the lock: REASON`); the lock held here is
+    /// unchanged.
+    pub async fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), String> {
         let mut next = self.lock.clone();
         next.tools.insert(namespaced.to_owned(), tool);
-        write_atomically(&self.path, next.to_json().as_bytes())
+        let (path, bytes) = (self.path.clone(), next.to_json());
+        let written =
+            tokio::task::spawn_blocking(move || write_atomically(&path, bytes.as_bytes()))
+                .await
+                .unwrap_or_else(|error| Err(std::io::Error::other(error)));
+        written
             .map_err(|error| format!("{}: cannot write the lock: {error}", self.path.display()))?;
         self.lock = next;
         Ok(())
@@ -554,17 +566,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A name part no other writer picks: the process id and a counter. Two
+/// A name part no other writer picks, in this process or another, with no
+/// counter kept per process: the process id and a random UUID. Two
 /// gateways sharing one lock file would still race on its contents, which
 /// is why one lock belongs to one gateway.
 fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple())
 }
 
 /// The body of `POST /approve/{id}` and `POST /deny/{id}`: `{"by":
@@ -872,8 +879,8 @@ mod tests {
         value.as_object().unwrap().clone()
     }
 
-    #[test]
-    fn drift_new_changed_and_approved_with_the_lock_written_atomically() {
+    #[tokio::test]
+    async fn drift_new_changed_and_approved_with_the_lock_written_atomically() {
         let scratch = Scratch::new("drift");
         let config = LockConfig {
             path: scratch.0.join("gateway.lock"),
@@ -888,7 +895,9 @@ mod tests {
             "annotations": {"readOnlyHint": false, "destructiveHint": true},
         })));
         assert_eq!(lock.check("memory__delete_entities", &v1), Drift::New);
-        lock.approve("memory__delete_entities", v1.clone()).unwrap();
+        lock.approve("memory__delete_entities", v1.clone())
+            .await
+            .unwrap();
         assert_eq!(lock.check("memory__delete_entities", &v1), Drift::Approved);
 
         // On disk: the pin format, read by the library's own parser, and no
@@ -945,8 +954,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_lock_that_cannot_be_written_or_read_is_an_error_naming_it() {
+    #[tokio::test]
+    async fn a_lock_that_cannot_be_written_or_read_is_an_error_naming_it() {
         let scratch = Scratch::new("lock-errors");
         let config = LockConfig {
             path: scratch.0.join("missing-dir/gateway.lock"),
@@ -954,7 +963,7 @@ mod tests {
         };
         let mut lock = DriftLock::load(&config).unwrap();
         let tool = DriftLock::pinned(&definition(json!({"name": "t"})));
-        let error = lock.approve("u__t", tool.clone()).unwrap_err();
+        let error = lock.approve("u__t", tool.clone()).await.unwrap_err();
         assert!(
             error.contains("missing-dir/gateway.lock: cannot write the lock"),
             "{error}"

@@ -82,7 +82,7 @@ use super::approval::{Approvals, DecideRequest, Drift, DriftLock, Parked, Resolu
 use super::config::Config;
 use super::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use super::policy::{self, CallScope, EffectiveHints, Expiry, Policy, Verdict};
-use super::upstream::{self, UNAVAILABLE_META_KEY, Upstream};
+use super::upstream::{self, ProcessGroups, UNAVAILABLE_META_KEY, Upstream};
 use super::{check_names, defaults, namespaced, split};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -207,6 +207,8 @@ pub struct Gateway {
     approvals: Approvals,
     drift: Option<tokio::sync::Mutex<DriftLock>>,
     upstreams: Vec<Arc<Upstream>>,
+    /// The process groups of its stdio upstreams.
+    groups: ProcessGroups,
     catalogue: RwLock<Arc<Catalogue>>,
     /// Fires when the served list changed, for `subscriptions/listen`
     /// streams.
@@ -228,7 +230,11 @@ pub struct Gateway {
 
 impl Gateway {
     /// Opens the log and the drift lock, connects every upstream, and
-    /// builds the served tool list.
+    /// builds the served tool list. A start that fails, or whose future is
+    /// dropped (a signal while the upstreams connect), stops the stdio
+    /// upstreams it started; once started, the gateway's owner stops them
+    /// ([`stop_upstreams`](Self::stop_upstreams),
+    /// [`upstream_stopper`](Self::upstream_stopper)).
     ///
     /// # Errors
     ///
@@ -241,7 +247,8 @@ impl Gateway {
             None => None,
         };
         let policy = Policy::new(&config);
-        let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config).await?;
+        let groups = ProcessGroups::new();
+        let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
         Ok(Gateway {
             config,
             policy,
@@ -249,6 +256,7 @@ impl Gateway {
             approvals: Approvals::new(),
             drift,
             upstreams,
+            groups,
             catalogue: RwLock::new(Arc::new(catalogue)),
             changes: broadcast::channel(16).0,
             sessions: Mutex::new(Vec::new()),
@@ -433,6 +441,22 @@ impl Gateway {
         }
     }
 
+    /// Kills every stdio upstream's process group at once, and starts none
+    /// again from then on ([`ProcessGroups::stop_all`]): the last thing
+    /// before the program exits, since a kill left to a task would not run
+    /// once the runtime ends.
+    pub fn stop_upstreams(&self) {
+        self.groups.stop_all();
+    }
+
+    /// A guard that does [`stop_upstreams`](Self::stop_upstreams) when it
+    /// is dropped: a program holds it while it serves, so that every way
+    /// out (a return, an error, a panic unwinding, a future dropped on a
+    /// signal) stops the upstreams.
+    pub fn upstream_stopper(&self) -> upstream::StopOnDrop {
+        self.groups.stop_on_drop()
+    }
+
     /// Appends a `decided` entry to the audit log and waits until it is on
     /// disk: the call it records goes on only then.
     async fn record(&self, entry: &Entry) -> Result<(), String> {
@@ -467,18 +491,20 @@ fn say_left_out(
     catalogue.left_out.keys().cloned().collect()
 }
 
-/// Connects every upstream of `config` and builds the served list, saying
-/// on stderr what start-up says: each unavailable upstream, each tool left
-/// out for its name, and the count of tools. Returns the upstreams, the
-/// list, the tools left out, and the receiver of their
-/// `notifications/tools/list_changed`.
+/// Connects every upstream of `config`, their process groups recorded in
+/// `groups`, and builds the served list, saying on stderr what start-up
+/// says: each unavailable upstream, each tool left out for its name, and
+/// the count of tools. Returns the upstreams, the list, the tools left
+/// out, and the receiver of their `notifications/tools/list_changed`. Cut
+/// short (an error, its future dropped), it stops `groups`.
 ///
 /// # Errors
 ///
 /// Colliding or over-long namespaced names, after the config's path (the
-/// upstreams are started by then; [`upstream::stop_all`] stops them).
+/// upstreams were started; `groups` are stopped).
 async fn start_upstreams(
     config: &Config,
+    groups: &ProcessGroups,
 ) -> Result<
     (
         Vec<Arc<Upstream>>,
@@ -488,8 +514,9 @@ async fn start_upstreams(
     ),
     String,
 > {
+    let stop = groups.stop_on_drop();
     let (sender, receiver) = mpsc::unbounded_channel();
-    let upstreams = upstream::connect_all(config, sender).await;
+    let upstreams = upstream::connect_all(config, sender, groups).await;
     let catalogue = Catalogue::build(config, &upstreams)
         .map_err(|error| format!("{}: {error}", config.path.display()))?;
     let left_out = say_left_out(&catalogue, &HashSet::new());
@@ -502,6 +529,7 @@ async fn start_upstreams(
         mcp_hints_core::escape::count(catalogue.tools.len(), "tool", "tools"),
         mcp_hints_core::escape::count(upstreams.len(), "upstream", "upstreams"),
     );
+    stop.disarm();
     Ok((upstreams, catalogue, left_out, receiver))
 }
 
@@ -530,9 +558,10 @@ pub struct ServedTools {
 
 /// What `gateway serve` on `config` would serve, for `gateway check`: the
 /// upstreams are started and listed by the same code as
-/// [`Gateway::start`] (with the same stderr lines), then closed. Returns
-/// the served tools in served order, `(upstream, tool)` of every tool the
-/// upstreams listed (for
+/// [`Gateway::start`] (with the same stderr lines), then closed and their
+/// process groups stopped, on every way out (its future dropped too).
+/// Returns the served tools in served order, `(upstream, tool)` of every
+/// tool the upstreams listed (for
 /// [`unmatched_tool_globs`](policy::unmatched_tool_globs)), and
 /// `(upstream, reason)` of each upstream that could not be reached.
 ///
@@ -541,7 +570,9 @@ pub struct ServedTools {
 /// Colliding or over-long namespaced names, as [`Gateway::start`] says
 /// them.
 pub async fn served_tools(config: &Config) -> Result<ServedTools, String> {
-    let (upstreams, catalogue, _, _) = start_upstreams(config).await?;
+    let groups = ProcessGroups::new();
+    let _stop = groups.stop_on_drop();
+    let (upstreams, catalogue, _, _) = start_upstreams(config, &groups).await?;
     let served = catalogue
         .tools
         .iter()
@@ -988,7 +1019,8 @@ impl Front {
             return Some(log_failed(&error));
         }
         if resolution.proceeds() {
-            match lock.lock().await.approve(name, listed.pinned.clone()) {
+            // Written off the runtime; the call goes on only once it is.
+            match lock.lock().await.approve(name, listed.pinned.clone()).await {
                 Ok(()) => return None,
                 Err(error) => {
                     let _ = self

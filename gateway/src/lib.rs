@@ -33,10 +33,15 @@
 //!
 //! # Stopping
 //!
-//! Every stdio upstream runs in a process group of its own;
-//! [`upstream::stop_all`] kills them all, and a program serving the
-//! gateway calls it on every way out (`mcp-hints gateway serve` does on a
-//! signal, on stdin closed with `--stdio`, and on an error).
+//! Every stdio upstream runs in a process group of its own, recorded in
+//! its gateway's [`upstream::ProcessGroups`] (no state is kept per
+//! process: two gateways in one program stop only their own).
+//! [`front::Gateway::stop_upstreams`] kills them all, and a program
+//! serving the gateway does so on every way out, most simply by holding
+//! [`front::Gateway::upstream_stopper`]'s guard (`mcp-hints gateway serve`
+//! does on a signal, on stdin closed with `--stdio`, and on an error). A
+//! start that fails or is cut short stops what it started, and so does
+//! [`front::served_tools`].
 
 pub mod approval;
 pub mod config;

@@ -13,21 +13,24 @@
 //! # Bounded connects
 //!
 //! Connecting an upstream (its `initialize` handshake and its first
-//! `tools/list`) takes at most its `call_timeout_secs`, at start, at each
+//! `tools/list`, the replay-safe client's, whose definitions are the ones
+//! served: one listing gives both the tools and the hints their resends
+//! are decided by) takes at most its `call_timeout_secs`, at start, at each
 //! later try of one never reached, and each time the replay-safe client
 //! starts it again: an upstream that never answers is unavailable, it does
 //! not hold the others back.
 //!
 //! # Stopping process groups
 //!
-//! Every stdio upstream's process group is recorded while its transport
+//! Every stdio upstream's process group is recorded, in the
+//! [`ProcessGroups`] of the gateway that started it, while its transport
 //! lives, and killed (`SIGKILL` to the group) by a plain system call, not
 //! from a task: when its transport is dropped (a connect timed out, the
 //! runtime ends), once rmcp's stdio shutdown is done when it is closed
 //! (the replay-safe client replaced the connection, the upstream exited and
-//! may have left children behind), and all at once by [`stop_all`] before
-//! the gateway exits. rmcp's own cleanup kills from a task it spawns, which
-//! never runs once the runtime ends.
+//! may have left children behind), and all at once by
+//! [`ProcessGroups::stop_all`] before the gateway exits. rmcp's own cleanup
+//! kills from a task it spawns, which never runs once the runtime ends.
 //!
 //! An upstream that cannot be reached at start, or whose calls can no
 //! longer be sent, is *unavailable*: its last known tools stay listed,
@@ -52,6 +55,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use mcp_hints::client::{ReplaySafeClient, defaults as client_defaults};
+use mcp_hints::collect::ToolList;
 use mcp_hints::policy::Trust;
 use mcp_hints_core::escape;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
@@ -139,6 +143,8 @@ pub struct Upstream {
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
+    /// Where its process groups are recorded: its gateway's.
+    groups: ProcessGroups,
     /// How many restarts of its connection were said on stderr.
     restarts_said: std::sync::atomic::AtomicU64,
 }
@@ -254,6 +260,7 @@ impl Upstream {
             self.changed.clone(),
             self.secrets.clone(),
             self.asserts.clone(),
+            self.groups.clone(),
         );
         match connecting.await {
             Ok((client, tools)) => {
@@ -294,18 +301,18 @@ impl Upstream {
 
     /// Lists its tools again (after `notifications/tools/list_changed`):
     /// the replay-safe client's list, so resends are decided on the new
-    /// one, then the definitions to serve.
+    /// one, and its definitions are the ones served from then on.
     ///
     /// # Errors
     ///
     /// Why the list could not be collected; the old list stays.
     pub async fn refresh(&self) -> Result<(), String> {
         let client = self.client()?;
-        client
+        let listed = client
             .refresh_tools()
             .await
             .map_err(|error| error.to_string())?;
-        let tools = definitions(&client, self.config.call_timeout).await?;
+        let tools = definitions(&listed)?;
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if state.unavailable.as_deref() == Some(STOPPING) {
             return Ok(());
@@ -326,10 +333,12 @@ impl Upstream {
 /// Connects every upstream at once. One that cannot be reached is
 /// returned unavailable, with the reason, and said on stderr; the others
 /// serve. `changed` receives an upstream's name each time it sends
-/// `notifications/tools/list_changed`.
+/// `notifications/tools/list_changed`; the stdio upstreams' process groups,
+/// now and whenever one is started again, are recorded in `groups`.
 pub async fn connect_all(
     config: &Config,
     changed: mpsc::UnboundedSender<String>,
+    groups: &ProcessGroups,
 ) -> Vec<Arc<Upstream>> {
     let secrets = secret_env_vars(config);
     let asserts = Arc::new(config.asserts.clone());
@@ -339,8 +348,9 @@ pub async fn connect_all(
         let changed = changed.clone();
         let secrets = secrets.clone();
         let asserts = asserts.clone();
+        let groups = groups.clone();
         connecting.spawn(async move {
-            let connected = connect(&upstream, changed, secrets, asserts).await;
+            let connected = connect(&upstream, changed, secrets, asserts, groups).await;
             (index, upstream.name, connected)
         });
     }
@@ -374,6 +384,7 @@ pub async fn connect_all(
             changed: changed.clone(),
             secrets: secrets.clone(),
             asserts: asserts.clone(),
+            groups: groups.clone(),
             restarts_said: std::sync::atomic::AtomicU64::new(0),
         }));
     }
@@ -439,12 +450,20 @@ async fn connect(
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
+    groups: ProcessGroups,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
     let timeout = upstream.call_timeout;
     // Whether a handshake was answered: which step a timeout of the whole
     // connect cut short.
     let initialized = Arc::new(AtomicBool::new(false));
-    let connecting = connect_unbounded(upstream, changed, secrets, asserts, initialized.clone());
+    let connecting = connect_unbounded(
+        upstream,
+        changed,
+        secrets,
+        asserts,
+        groups,
+        initialized.clone(),
+    );
     match tokio::time::timeout(timeout, connecting).await {
         Ok(connected) => connected,
         // What the connect started is dropped with it: a stdio transport
@@ -469,6 +488,7 @@ async fn connect_unbounded(
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
+    groups: ProcessGroups,
     initialized: Arc<AtomicBool>,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
     let timeout = upstream.call_timeout;
@@ -485,6 +505,8 @@ async fn connect_unbounded(
         })
         .call_timeout(timeout)
         .retry_budget(PrincipalBudget::default())
+        // The definitions served are the ones this listing collects.
+        .keep_definitions(true)
         .hints(move |tool| effective_hints(&asserts, &upstream_name, &tool.name, &tool.hints).0);
     let client = match &upstream.transport {
         UpstreamTransport::Command {
@@ -498,7 +520,7 @@ async fn connect_unbounded(
             let name = upstream.name.clone();
             builder
                 .connect(move || {
-                    let spawned = spawn(&name, &program, &args, &env, &secrets)
+                    let spawned = spawn(&name, &program, &args, &env, &secrets, &groups)
                         .map_err(|error| not_found(error, &program, resolved_against.as_deref()));
                     let handler = handler.clone();
                     let initialized = initialized.clone();
@@ -550,7 +572,7 @@ async fn connect_unbounded(
         }
     }
     .map_err(|error| error.to_string())?;
-    let tools = definitions(&client, timeout).await?;
+    let tools = definitions(&*client.tools().await)?;
     Ok((client, tools))
 }
 
@@ -569,16 +591,29 @@ async fn handshake<T, E: Into<BoxError>>(
     }
 }
 
-/// The tool definitions as served, every page, within `timeout`: the
-/// replay-safe client keeps hints and fingerprints, not descriptions and
-/// schemas.
-async fn definitions(client: &ReplaySafeClient, timeout: Duration) -> Result<Vec<Tool>, String> {
-    let peer = client.peer().await;
-    match tokio::time::timeout(timeout, peer.list_all_tools()).await {
-        Ok(Ok(tools)) => Ok(tools),
-        Ok(Err(error)) => Err(format!("tools/list failed: {error}")),
-        Err(_) => Err(did_not_answer("tools/list", timeout)),
-    }
+/// The tool definitions to serve, in the order listed: the ones the
+/// replay-safe client collected `listed` from (it keeps them whole, built
+/// with `keep_definitions`), so that what clients are shown and what
+/// resends are decided on come from one `tools/list`.
+///
+/// # Errors
+///
+/// A definition that is not an MCP `Tool`, named (rmcp read each one as a
+/// `Tool` before the client collected it, so none is expected).
+fn definitions(listed: &ToolList) -> Result<Vec<Tool>, String> {
+    listed
+        .tools
+        .iter()
+        .map(|tool| {
+            let definition = tool.definition.clone().unwrap_or_default();
+            serde_json::from_value(serde_json::Value::Object(definition)).map_err(|error| {
+                format!(
+                    "tools/list: tool `{}` is not a tool definition: {error}",
+                    escape::shown(&tool.name)
+                )
+            })
+        })
+        .collect()
 }
 
 /// `error` from [`spawn`], saying where a program that is not there was
@@ -631,21 +666,22 @@ enum SpawnError {
     Other(BoxError),
 }
 
-/// Starts a stdio upstream in its own process group, recorded (see
-/// [`Group`]) until its transport is dropped, its stderr copied to the
-/// gateway's stderr with the upstream's name in front.
+/// Starts a stdio upstream in its own process group, recorded in `groups`
+/// (see [`Group`]) until its transport is dropped, its stderr copied to
+/// the gateway's stderr with the upstream's name in front.
 ///
 /// # Errors
 ///
 /// [`SpawnError::Start`] when the program cannot be started, or
-/// [`SpawnError::Other`] when the gateway is stopping (then nothing is
-/// started) or the program exited as it started.
+/// [`SpawnError::Other`] when `groups` were stopped (the gateway is
+/// stopping; then nothing is started) or the program exited as it started.
 fn spawn(
     name: &str,
     program: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
     secrets: &[String],
+    groups: &ProcessGroups,
 ) -> Result<GroupTransport, SpawnError> {
     let mut command = CommandWrap::with_new(program, |command| {
         command.args(args);
@@ -659,8 +695,8 @@ fn spawn(
     command.wrap(ProcessGroup::leader());
     // Started and recorded under one lock: `stop_all` cannot run between
     // the two, so nothing started escapes it.
-    let mut groups = groups();
-    if groups.stopping {
+    let mut locked = groups.lock();
+    if locked.stopping {
         return Err(SpawnError::Other(STOPPING.into()));
     }
     let (child, stderr) = TokioChildProcess::builder(command)
@@ -675,8 +711,8 @@ fn spawn(
         .ok_or_else(|| {
             SpawnError::Other(format!("`{}` exited as it started", escape::shown(program)).into())
         })?;
-    let group = Group::record(&mut groups, leader);
-    drop(groups);
+    let group = Group::record(groups, &mut locked, leader);
+    drop(locked);
     if let Some(stderr) = stderr {
         tokio::spawn(copy_stderr(name.to_owned(), stderr));
     }
@@ -693,27 +729,95 @@ struct Groups {
     stopping: bool,
 }
 
-/// Every process group the gateway started: one per process, as what it
-/// guards (the process's children) is.
-static GROUPS: Mutex<Groups> = Mutex::new(Groups {
-    live: BTreeMap::new(),
-    next: 0,
-    stopping: false,
-});
-
-fn groups() -> MutexGuard<'static, Groups> {
-    GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+/// The process groups of the stdio upstreams one gateway started, each
+/// recorded while its transport lives: a handle, cloned cheaply, every
+/// clone the same record. [`Gateway`](crate::front::Gateway) makes one for
+/// its upstreams; [`connect_all`] records into the one it is given.
+#[derive(Clone)]
+pub struct ProcessGroups {
+    groups: Arc<Mutex<Groups>>,
 }
 
-/// Kills every process group of a stdio upstream still recorded (`SIGKILL`
-/// to each group), at once and before it returns, and starts none from
-/// then on: the gateway is about to exit, and a kill left to a task would
-/// not run once the runtime ends.
-pub fn stop_all() {
-    let mut groups = groups();
-    groups.stopping = true;
-    for (_, pgid) in std::mem::take(&mut groups.live) {
-        kill_group(pgid);
+impl Default for ProcessGroups {
+    fn default() -> Self {
+        ProcessGroups::new()
+    }
+}
+
+impl std::fmt::Debug for ProcessGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let groups = self.lock();
+        f.debug_struct("ProcessGroups")
+            .field("live", &groups.live.len())
+            .field("stopping", &groups.stopping)
+            .finish()
+    }
+}
+
+impl ProcessGroups {
+    /// An empty record, accepting new groups.
+    pub fn new() -> ProcessGroups {
+        ProcessGroups {
+            groups: Arc::new(Mutex::new(Groups {
+                live: BTreeMap::new(),
+                next: 0,
+                stopping: false,
+            })),
+        }
+    }
+
+    /// Kills every process group still recorded (`SIGKILL` to each group),
+    /// at once and before it returns, by a plain system call, and starts
+    /// none from then on (a stdio upstream started again fails with "the
+    /// gateway is stopping"): the gateway is about to exit, and a kill
+    /// left to a task would not run once the runtime ends. Calling it again
+    /// kills nothing more.
+    pub fn stop_all(&self) {
+        let mut groups = self.lock();
+        groups.stopping = true;
+        for (_, pgid) in std::mem::take(&mut groups.live) {
+            kill_group(pgid);
+        }
+    }
+
+    /// A guard that calls [`stop_all`](Self::stop_all) when it is dropped:
+    /// held by a program for as long as it serves, so that every way out
+    /// (a return, an error, an unwinding panic, a future dropped on a
+    /// signal) stops the upstreams.
+    pub fn stop_on_drop(&self) -> StopOnDrop {
+        StopOnDrop {
+            groups: Some(self.clone()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Groups> {
+        // Each change is one whole step: a poisoned record is still whole.
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Stops its [`ProcessGroups`] when dropped (see
+/// [`ProcessGroups::stop_on_drop`]).
+#[must_use = "the process groups are stopped when this is dropped"]
+#[derive(Debug)]
+pub struct StopOnDrop {
+    /// `None` once disarmed.
+    groups: Option<ProcessGroups>,
+}
+
+impl StopOnDrop {
+    /// Drops the guard without stopping anything: what it guarded went
+    /// well, and its groups are another owner's to stop.
+    pub(crate) fn disarm(mut self) {
+        self.groups = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(groups) = &self.groups {
+            groups.stop_all();
+        }
     }
 }
 
@@ -724,17 +828,22 @@ fn kill_group(pgid: libc::pid_t) {
 }
 
 /// One recorded process group: killed when this is dropped or stopped,
-/// unless [`stop_all`] killed it first.
+/// unless [`ProcessGroups::stop_all`] killed it first.
 struct Group {
     key: u64,
+    groups: ProcessGroups,
 }
 
 impl Group {
-    fn record(groups: &mut Groups, pgid: libc::pid_t) -> Group {
-        let key = groups.next;
-        groups.next += 1;
-        groups.live.insert(key, pgid);
-        Group { key }
+    /// Records `pgid` in `locked`, the held lock of `groups`.
+    fn record(groups: &ProcessGroups, locked: &mut Groups, pgid: libc::pid_t) -> Group {
+        let key = locked.next;
+        locked.next += 1;
+        locked.live.insert(key, pgid);
+        Group {
+            key,
+            groups: groups.clone(),
+        }
     }
 
     /// Kills the group now, once: what its leader left behind (a wrapper's
@@ -742,7 +851,7 @@ impl Group {
     fn stop(&self) {
         // Taken out first, so that the group is never killed twice: its id
         // may belong to another group by then.
-        let pgid = groups().live.remove(&self.key);
+        let pgid = self.groups.lock().live.remove(&self.key);
         if let Some(pgid) = pgid {
             kill_group(pgid);
         }
@@ -867,12 +976,151 @@ mod tests {
             .spawn()
             .unwrap();
         let pgid = libc::pid_t::try_from(leader.id()).unwrap();
-        let group = Group::record(&mut groups(), pgid);
+        let groups = ProcessGroups::new();
+        let group = Group::record(&groups, &mut groups.lock(), pgid);
         group.stop();
-        assert!(!groups().live.values().any(|recorded| *recorded == pgid));
+        assert!(
+            !groups
+                .lock()
+                .live
+                .values()
+                .any(|recorded| *recorded == pgid)
+        );
         // Stopped already: dropping it kills nothing more.
         drop(group);
         assert_eq!(leader.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn stopping_a_gateways_groups_kills_each_and_starts_none_and_spares_anothers() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let start = || {
+            std::process::Command::new("sh")
+                .args(["-c", "sleep 30 & wait"])
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let pgid = |child: &std::process::Child| libc::pid_t::try_from(child.id()).unwrap();
+        let (mut first, mut second, mut other) = (start(), start(), start());
+        let ours = ProcessGroups::new();
+        let theirs = ProcessGroups::new();
+        let _first = Group::record(&ours, &mut ours.lock(), pgid(&first));
+        let _second = Group::record(&ours, &mut ours.lock(), pgid(&second));
+        let other_group = Group::record(&theirs, &mut theirs.lock(), pgid(&other));
+        {
+            let _stop = ours.stop_on_drop();
+        }
+        assert_eq!(first.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(second.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(ours.lock().live.is_empty());
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another gateway's group was killed"
+        );
+        // Nothing is started once stopped.
+        let late = spawn(
+            "late",
+            "sleep",
+            &["30".to_owned()],
+            &BTreeMap::new(),
+            &[],
+            &ours,
+        );
+        match late {
+            Err(SpawnError::Other(error)) => assert_eq!(error.to_string(), STOPPING),
+            Err(error) => panic!("refused for another reason: {error:?}"),
+            Ok(_) => panic!("started after stop_all"),
+        }
+        drop(other_group);
+        assert_eq!(other.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    /// An upstream whose one tool is listed differently each time: `probe`,
+    /// described `listing N` for the Nth `tools/list`, read-only only when
+    /// N is odd. `lists` counts the listings.
+    #[derive(Clone, Default)]
+    struct Shifting {
+        lists: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl rmcp::ServerHandler for Shifting {
+        fn get_info(&self) -> rmcp::model::ServerConfig {
+            rmcp::model::ServerConfig::new(
+                rmcp::model::ServerCapabilities::builder()
+                    .enable_tools()
+                    .build(),
+            )
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+            let n = self.lists.fetch_add(1, Ordering::SeqCst) + 1;
+            let tool = Tool::new(
+                "probe",
+                format!("listing {n}"),
+                Arc::new(rmcp::model::JsonObject::new()),
+            )
+            .with_annotations(rmcp::model::ToolAnnotations::new().read_only(n % 2 == 1));
+            Ok(rmcp::model::ListToolsResult::with_all_items(vec![tool]))
+        }
+    }
+
+    /// `shifting` served over streamable HTTP on a loopback port: its URL.
+    async fn serve_http(shifting: Shifting) -> String {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let service = StreamableHttpService::new(
+            move || Ok(shifting.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let app = axum::Router::new().nest_service("/mcp", service);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{address}/mcp")
+    }
+
+    #[tokio::test]
+    async fn one_tools_list_gives_both_the_served_definitions_and_the_resend_hints() {
+        let shifting = Shifting::default();
+        let url = serve_http(shifting.clone()).await;
+        let text = format!(
+            "[log]\npath = \"audit.jsonl\"\n\n[[upstream]]\nname = \"shifting\"\nurl = \"{url}\"\n"
+        );
+        let config = crate::config::parse(&text, Path::new("gateway.toml")).unwrap();
+        let (changed, _) = mpsc::unbounded_channel();
+        let groups = ProcessGroups::new();
+        let upstreams = connect_all(&config, changed, &groups).await;
+        let upstream = &upstreams[0];
+        assert_eq!(upstream.unavailable(), None);
+        agree(upstream, &shifting, 1).await;
+        upstream.refresh().await.unwrap();
+        agree(upstream, &shifting, 2).await;
+    }
+
+    /// What clients are shown and what resends are decided on both come
+    /// from `shifting`'s `n`th listing, and it was asked for `n` in all.
+    async fn agree(upstream: &Upstream, shifting: &Shifting, n: usize) {
+        let listed = upstream.client().unwrap().tools().await;
+        let served = upstream.tools();
+        assert_eq!(
+            shifting.lists.load(Ordering::SeqCst),
+            n,
+            "tools/list requests"
+        );
+        assert_eq!(served.len(), 1);
+        assert_eq!(
+            served[0].description.as_deref(),
+            Some(format!("listing {n}").as_str())
+        );
+        let read_only = |hints: mcp_hints::ToolHints| hints.get(mcp_hints::Hint::ReadOnly).value;
+        assert_eq!(read_only(mcp_hints::ToolHints::of(&served[0])), n % 2 == 1);
+        assert_eq!(read_only(listed.tools[0].hints), n % 2 == 1);
     }
 
     #[tokio::test]

@@ -380,6 +380,7 @@ pub struct ReplaySafeClientBuilder {
     max_pages: usize,
     in_progress_wait: Option<Duration>,
     keys_survive_restarts: bool,
+    keep_definitions: bool,
     hints: Option<HintsHook>,
 }
 
@@ -473,6 +474,23 @@ impl ReplaySafeClientBuilder {
         self
     }
 
+    /// Whether each tool's whole definition is kept, as the server listed
+    /// it, in [`ListedTool::definition`] of [`ReplaySafeClient::tools`] and
+    /// of what [`refresh_tools`](ReplaySafeClient::refresh_tools) returns
+    /// (a JSON object: `name`, `inputSchema`, `annotations`, `_meta` and
+    /// every other member of the `Tool` in the spec's `server/tools`).
+    /// Default false: only the name, title, hints, fingerprint and key
+    /// argument are kept.
+    ///
+    /// Set it to serve the definitions on (a gateway does): they then come
+    /// from the very `tools/list` the resend decisions are taken on, never
+    /// from a second listing the server could answer differently. It
+    /// holds each definition in memory for as long as its list is current.
+    pub fn keep_definitions(mut self, keep: bool) -> Self {
+        self.keep_definitions = keep;
+        self
+    }
+
     /// Connects with `connect` and collects the tool list. `connect` is
     /// called again, and the list collected again, whenever the transport
     /// has closed (a stdio server died) before a resend.
@@ -526,6 +544,7 @@ impl ReplaySafeClientBuilder {
             max_pages: self.max_pages,
             in_progress_wait: self.in_progress_wait.unwrap_or(self.call_timeout),
             keys_survive_restarts: self.keys_survive_restarts,
+            keep_definitions: self.keep_definitions,
             hints: self.hints,
         };
         let tools = collect_tools(connection.peer(), &options).await?;
@@ -560,6 +579,7 @@ struct Options {
     max_pages: usize,
     in_progress_wait: Duration,
     keys_survive_restarts: bool,
+    keep_definitions: bool,
     hints: Option<HintsHook>,
 }
 
@@ -649,6 +669,7 @@ impl ReplaySafeClient {
             max_pages: defaults::MAX_PAGES,
             in_progress_wait: None,
             keys_survive_restarts: false,
+            keep_definitions: false,
             hints: None,
         }
     }
@@ -658,7 +679,10 @@ impl ReplaySafeClient {
         self.options.trust
     }
 
-    /// The server's complete tool list, as last collected.
+    /// The server's complete tool list, as last collected (at connect, by
+    /// [`refresh_tools`](Self::refresh_tools), or after a restart), each
+    /// tool's whole definition with it when the client was built with
+    /// [`keep_definitions`](ReplaySafeClientBuilder::keep_definitions).
     pub async fn tools(&self) -> Arc<ToolList> {
         self.session().tools
     }
@@ -676,7 +700,9 @@ impl ReplaySafeClient {
     }
 
     /// Collects the tool list again (after `notifications/tools/list_changed`,
-    /// say).
+    /// say), and returns the list collected: the one later calls are
+    /// judged by (with each whole definition when the client was built with
+    /// [`keep_definitions`](ReplaySafeClientBuilder::keep_definitions)).
     ///
     /// # Errors
     ///
@@ -1275,7 +1301,7 @@ async fn collect_tools(
     let mut collector = Collector::new(CollectOptions {
         max_pages: options.max_pages,
         fingerprints: true,
-        keep_definitions: false,
+        keep_definitions: options.keep_definitions,
     });
     let mut cursor: Option<String> = None;
     loop {

@@ -435,6 +435,50 @@ async fn a_servers_retry_after_is_kept_within_the_clients_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn kept_definitions_are_the_listed_tools_whole() {
+    let world = World::default();
+    let connection = connect(world.clone(), false).await.unwrap();
+    let listed = connection.peer().list_all_tools().await.unwrap();
+    let client = ReplaySafeClient::builder()
+        .keep_definitions(true)
+        .serve(connection)
+        .await
+        .unwrap();
+    let kept: Vec<serde_json::Value> = client
+        .tools()
+        .await
+        .tools
+        .iter()
+        .map(|tool| serde_json::Value::Object(tool.definition.clone().unwrap()))
+        .collect();
+    let served: Vec<serde_json::Value> = listed
+        .iter()
+        .map(|tool| serde_json::to_value(tool).unwrap())
+        .collect();
+    assert_eq!(kept, served);
+    // The list a refresh collects, returned, keeps them too.
+    let refreshed = client.refresh_tools().await.unwrap();
+    assert_eq!(
+        refreshed.tools[0].definition.as_ref().unwrap()["name"],
+        served[0]["name"]
+    );
+
+    // Not kept unless asked for.
+    let plain = ReplaySafeClient::builder()
+        .serve(connect(world, false).await.unwrap())
+        .await
+        .unwrap();
+    assert!(
+        plain
+            .tools()
+            .await
+            .tools
+            .iter()
+            .all(|tool| tool.definition.is_none())
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn attempts_are_bounded() {
     let world = World::default();
     let client = ReplaySafeClient::builder()

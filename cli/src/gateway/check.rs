@@ -9,12 +9,11 @@ use std::time::Instant;
 use mcp_hints::Hint;
 use serde_json::{Value, json};
 
-use super::StopUpstreams;
 use crate::args::CheckArgs;
 use mcp_hints_gateway::config::{self, Config, defaults::LOCAL_PRINCIPAL};
 use mcp_hints_gateway::front::{self, ServedTool};
 use mcp_hints_gateway::policy::{self, CallScope, Policy, Verdict};
-use mcp_hints_gateway::{approval, log, upstream};
+use mcp_hints_gateway::{approval, log};
 
 /// Runs `gateway check`: prints one line per served tool (or, with
 /// `--json`, an array), after the warnings `serve` would print on stderr.
@@ -35,9 +34,8 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     if let Some(lock) = config.lock.as_ref().filter(|lock| lock.deny_drift) {
         approval::DriftLock::load(lock)?;
     }
-    // Dropped when this function returns (or its future is dropped on a
-    // signal): every stdio upstream's process group is stopped.
-    let _stop = StopUpstreams;
+    // `served_tools` stops every stdio upstream's process group before it
+    // returns, and when its future is dropped on a signal.
     let front::ServedTools {
         served: tools,
         listed,
@@ -49,7 +47,6 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     for warning in policy::unmatched_tool_globs(&config, listed) {
         eprintln!("gateway: warning: {warning}");
     }
-    upstream::stop_all();
     let principals = principals(&config);
     let out = if args.json {
         let tools: Vec<Value> = tools

@@ -25,7 +25,7 @@ pub mod log;
 
 use std::sync::Arc;
 
-use mcp_hints_gateway::{config, defaults, front, policy, upstream};
+use mcp_hints_gateway::{config, defaults, front, policy};
 
 use crate::args::{GatewayArgs, GatewayCommand, ServeArgs};
 
@@ -73,8 +73,8 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     // Listening before anything starts: without a handler, a signal during
     // start-up would end the process at once, its upstreams left running.
     let mut signals = StopSignals::listen();
-    // Dropped when this function returns, whichever way it does.
-    let _stop = StopUpstreams;
+    // A start that fails, or is dropped here on a signal, stops the
+    // upstreams it started.
     let starting = front::Gateway::start(config);
     let gateway = tokio::select! {
         biased;
@@ -84,6 +84,9 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
         }
         started = starting => Arc::new(started?),
     };
+    // Dropped when this function returns, whichever way it does (or
+    // unwinds): every stdio upstream's process group is killed.
+    let _stop = gateway.upstream_stopper();
     let listed = gateway.listed_tools();
     let listed = listed
         .iter()
@@ -117,7 +120,7 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     gateway.close();
     // Gives the tasks rmcp spawned a turn to reap the upstreams the guard
     // kills, and the calls still running theirs to record how they ended.
-    upstream::stop_all();
+    gateway.stop_upstreams();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     gateway.finish_log().await;
     served.map(|()| 0)
@@ -148,16 +151,6 @@ async fn serve_started(
         admin.abort();
     }
     served
-}
-
-/// Kills every stdio upstream's process group when dropped: the last thing
-/// [`serve`] does, whichever way it returns (or unwinds).
-struct StopUpstreams;
-
-impl Drop for StopUpstreams {
-    fn drop(&mut self) {
-        upstream::stop_all();
-    }
 }
 
 /// The signals that stop `gateway serve`: SIGINT, SIGTERM and SIGHUP on
