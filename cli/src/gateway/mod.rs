@@ -75,14 +75,14 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     let mut signals = StopSignals::listen();
     // Dropped when this function returns, whichever way it does.
     let _stop = StopUpstreams;
-    let starting = front::Gateway::start(config);
+    let starting = front::Gateway::builder(config).start();
     let gateway = tokio::select! {
         biased;
         signal = signals.next() => {
             eprintln!("gateway: stopping on {signal}");
             return Ok(0);
         }
-        started = starting => Arc::new(started?),
+        started = starting => started?,
     };
     let listed = gateway.listed_tools();
     let listed = listed
@@ -91,8 +91,6 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     for warning in policy::unmatched_tool_globs(gateway.config(), listed) {
         eprintln!("gateway: warning: {warning}");
     }
-    gateway.clone().follow_list_changes();
-    gateway.clone().retry_unreachable();
     // One listener for the signals: the front is told to stop through this
     // (a watch keeps the word for a front that is not waiting yet).
     let (stop, stopped) = tokio::sync::watch::channel(false);
