@@ -28,7 +28,7 @@ use crate::{defaults, namespaced, split};
 
 /// What the client gets when a call ends: a tool result (refusals
 /// included, as tool errors) or a JSON-RPC error.
-pub(super) type Answer = Result<CallToolResult, ErrorData>;
+type Answer = Result<CallToolResult, ErrorData>;
 
 /// A step's result: `Ok` passes the call on to the next step, `Err` ends
 /// it with that answer.
@@ -40,14 +40,14 @@ fn end(result: CallToolResult) -> Box<Answer> {
 }
 
 /// What every audit entry of one call shares.
-pub(super) struct CallRecord {
-    pub(super) id: String,
-    pub(super) principal: String,
-    pub(super) upstream: String,
-    pub(super) tool: String,
-    pub(super) hints: Value,
-    pub(super) arguments_sha256: String,
-    pub(super) arguments: Option<Value>,
+struct CallRecord {
+    id: String,
+    principal: String,
+    upstream: String,
+    tool: String,
+    hints: Value,
+    arguments_sha256: String,
+    arguments: Option<Value>,
 }
 
 impl CallRecord {
@@ -97,13 +97,13 @@ struct Decided {
 }
 
 /// Why, how long and under which rule a call waits for an approver.
-pub(super) struct Parking {
+struct Parking {
     /// For the approver: the rule that fired, or what drifted.
-    pub(super) reason: String,
-    pub(super) timeout: Duration,
-    pub(super) on_expiry: Expiry,
+    reason: String,
+    timeout: Duration,
+    on_expiry: Expiry,
     /// The rule's text for the audit entries; `None` for drift.
-    pub(super) rule: Option<String>,
+    rule: Option<String>,
 }
 
 /// A tool error (`isError: true`) with `text`, and the gateway's decision
@@ -133,6 +133,7 @@ impl Front {
         }
     }
 
+    /// The steps in order: each `?` is where a call can end.
     async fn steps(
         &self,
         request: CallToolRequestParams,
@@ -711,7 +712,7 @@ impl Front {
 /// is dropped while the call waits (the runtime stopping, or a server
 /// that drops handlers of withdrawn requests), the call leaves the parked
 /// calls and is recorded as abandoned ([`record_abandoned`]).
-pub(super) async fn wait_for_approver(
+async fn wait_for_approver(
     approvals: &Approvals,
     log: &AuditLog,
     record: &CallRecord,

@@ -1,37 +1,39 @@
 //! What the gateway's clients talk to: an rmcp [`ServerHandler`] serving
 //! every upstream's tools, namespaced, with all four hints explicit; its
 //! streamable HTTP endpoint (bearer tokens mapped to principals, checked
-//! first; then Origin and bodies checked by [`HttpGuard`], Host by rmcp;
-//! each session kept to the principal that created it) and its stdio endpoint (principal `local`);
-//! and the admin endpoint where approvers see and decide parked calls
-//! (Origin and Host checked the same way).
+//! first; each session kept to the principal that created it; then Origin
+//! and bodies checked by [`HttpGuard`](mcp_hints::wire::HttpGuard), Host
+//! by rmcp) and its stdio endpoint (principal `local`); and the admin
+//! endpoint where approvers see and decide parked calls (Origin and Host
+//! checked the same way).
 //!
 //! | module | holds |
 //! |---|---|
-//! | `gateway` | [`Gateway`], its [`GatewayBuilder`], republishing the list |
-//! | `catalogue` | the served tools: namespaced, hints explicit; [`served_tools`] |
+//! | `gateway` | [`Gateway`] and its [`GatewayBuilder`]; the served list rebuilt as upstreams change |
+//! | `catalogue` | the served tools, namespaced, hints explicit; [`served_tools`] |
 //! | `call` | one `tools/call`, step by step |
-//! | `serve` | [`serve_stdio`], [`router`], [`serve_http`], binding a listener |
+//! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
 //! | `auth` | bearer tokens to [`Principal`]s; each session kept to its principal |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls |
 //!
 //! # A call, in order
 //!
-//! [`Front::call_tool`] reads as the request path, each step a function of
-//! its own: the name is split (an
-//! unknown one is a JSON-RPC invalid-params error naming it); the tool's
-//! fingerprint is checked against the drift lock; the policy decides; the
-//! `decided` audit entry is written, and only then does anything go on (a
-//! log that cannot be written refuses the call, with nothing forwarded);
-//! a refusal is a tool error naming the rule; a call that needs approval
-//! is parked until an approver decides or it expires, or is abandoned,
-//! never forwarded, when its client withdraws it first (rmcp cancels the
-//! request's token on `notifications/cancelled`, a closed request stream
-//! at 2026-07-28, and a session's end); the call goes through the
-//! upstream's replay-safe client; a lost response that was not resent
-//! comes back as a tool error saying delivery is unknown, the attempts
-//! (and so how often it may have run), and what to read back; the
-//! `finished` entry records the outcome and the attempts.
+//! [`Front::call_tool`] reads as the request path, each step a function
+//! of its own. *Resolve*: the name is split (an unknown one is a JSON-RPC
+//! invalid-params error naming it). *Drift*: the tool's fingerprint is
+//! checked against the drift lock. *Decide*: the policy decides.
+//! *Record*: the `decided` audit entry is written, and only then does
+//! anything go on (a log that cannot be written refuses the call, with
+//! nothing forwarded); a refusal is a tool error naming the rule. *Park*:
+//! a call that needs approval is parked until an approver decides or it
+//! expires, or is abandoned, never forwarded, when its client withdraws it
+//! first (rmcp cancels the request's token on `notifications/cancelled`, a
+//! closed request stream at 2026-07-28, and a session's end); how it ended
+//! is logged. *Forward*: the call goes through the upstream's replay-safe
+//! client; a lost response that was not resent comes back as a tool error
+//! saying delivery is unknown, the attempts (and so how often it may have
+//! run), and what to read back. *Finish*: the `finished` entry records the
+//! outcome and the attempts.
 //!
 //! # Tool names
 //!
@@ -43,7 +45,7 @@
 //!
 //! Each listed tool carries all four hints explicitly, as the policy sees
 //! them (asserted > declared > defaulted), and their sources under
-//! [`PROVENANCE_META_KEY`] in its `_meta`: the format `#[tool]` writes
+//! [`PROVENANCE_META_KEY`](mcp_hints::PROVENANCE_META_KEY) in its `_meta`: the format `#[tool]` writes
 //! (`"readOnlyHint": "declared"`, ...) with a third source, `"asserted"`.
 //!
 //! # Lifecycles
