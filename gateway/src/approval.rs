@@ -149,16 +149,32 @@ struct Waiting {
     resolve: oneshot::Sender<Resolution>,
 }
 
-/// Takes the call out of the map when `park`'s future ends or is dropped,
-/// so a call whose client went away is not left for an approver.
-struct Unpark<'a> {
+/// The one guard of a parked call: when `park`'s future is dropped while
+/// the call waits, takes it out of the map, so a call whose client went
+/// away is not left for an approver, and runs `dropped`, where the caller
+/// records it as abandoned. Disarmed once `park` has its resolution, which
+/// the caller records itself.
+struct Unpark<'a, F: FnOnce()> {
     approvals: &'a Approvals,
     id: &'a str,
+    dropped: Option<F>,
 }
 
-impl Drop for Unpark<'_> {
+impl<F: FnOnce()> Unpark<'_, F> {
+    /// `park` returns `resolution`: the call left the map with it, and
+    /// nothing is to run on drop.
+    fn disarm(mut self, resolution: Resolution) -> Resolution {
+        self.dropped = None;
+        resolution
+    }
+}
+
+impl<F: FnOnce()> Drop for Unpark<'_, F> {
     fn drop(&mut self) {
         self.approvals.map().remove(self.id);
+        if let Some(dropped) = self.dropped.take() {
+            dropped();
+        }
     }
 }
 
@@ -191,10 +207,26 @@ impl Approvals {
     /// safe side of it.
     pub async fn park(
         &self,
+        call: Parked,
+        timeout: Duration,
+        on_expiry: Expiry,
+        withdrawn: impl Future<Output = ()>,
+    ) -> Resolution {
+        self.park_or_drop(call, timeout, on_expiry, withdrawn, || {})
+            .await
+    }
+
+    /// [`park`](Approvals::park), with `dropped` run if the future is
+    /// dropped while the call waits (before it has its resolution): the
+    /// caller's record of a call abandoned that way, kept in the one guard
+    /// that also takes the call out of the parked calls.
+    pub(crate) async fn park_or_drop(
+        &self,
         mut call: Parked,
         timeout: Duration,
         on_expiry: Expiry,
         withdrawn: impl Future<Output = ()>,
+        dropped: impl FnOnce(),
     ) -> Resolution {
         call.expires_at = call.parked_at + timeout;
         let id = call.id.clone();
@@ -208,12 +240,13 @@ impl Approvals {
             }
             map.insert(id.clone(), Waiting { call, resolve });
         }
-        let _unpark = Unpark {
+        let unpark = Unpark {
             approvals: self,
             id: &id,
+            dropped: Some(dropped),
         };
         let withdrawn = std::pin::pin!(withdrawn);
-        tokio::select! {
+        let resolution = tokio::select! {
             // A decision already sent is taken before a withdrawal or an
             // expiry noticed in the same turn: the approver was told it
             // was taken.
@@ -235,7 +268,8 @@ impl Approvals {
                     decision: on_expiry,
                 },
             ),
-        }
+        };
+        unpark.disarm(resolution)
     }
 
     /// Ends the parked call `id` as `ending` when it is still parked (it

@@ -2,11 +2,13 @@
 //!
 //! # A call
 //!
-//! Every `tools/call` goes, in order: name split, drift check, policy
-//! decision, audit entry (written and synced before anything is forwarded;
-//! a log that cannot be written refuses the call), approval if a rule asks
-//! for one, the call through the replay-safe client, and a second audit
-//! entry with the outcome.
+//! Every `tools/call` goes, in order, each a named step of [`front`]'s
+//! call path: name split (*resolve*), drift check (*drift*), policy
+//! decision (*decide*), audit entry (*record*: written and synced before
+//! anything is forwarded; a log that cannot be written refuses the call),
+//! approval if a rule asks for one (*park*, its end logged however it
+//! ends), the call through the replay-safe client (*forward*), and a
+//! second audit entry with the outcome (*finish*).
 //!
 //! # Modules
 //!
@@ -19,7 +21,7 @@
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | [`upstream`] | connecting upstreams, following `tools/list_changed` |
-//! | [`front`] | the MCP server clients talk to; HTTP, stdio, the admin endpoint |
+//! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
 //!
 //! # Names
 //!

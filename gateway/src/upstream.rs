@@ -366,8 +366,14 @@ pub async fn connect_all(
                 tools: Arc::new(tools),
             },
             Err(reason) => {
+                // "The others" only where there are others.
+                let others = if config.upstreams.len() > 1 {
+                    "; the others keep serving"
+                } else {
+                    ""
+                };
                 eprintln!(
-                    "gateway: upstream `{name}` is unavailable: {}; the others keep serving",
+                    "gateway: upstream `{name}` is unavailable: {}{others}",
                     mcp_hints_core::escape::one_line(&reason)
                 );
                 State {

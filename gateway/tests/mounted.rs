@@ -168,7 +168,7 @@ trusted = true
     );
     std::fs::write(&config_path, &text).unwrap();
     let config = mcp_hints_gateway::config::load(&config_path).unwrap();
-    let gateway = Arc::new(Gateway::start(config).await.unwrap());
+    let gateway = Gateway::builder(config).start().await.unwrap();
 
     // The application: its own route, and the gateway's `/mcp` beside it.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -75,14 +75,14 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     let mut signals = StopSignals::listen();
     // A start that fails, or is dropped here on a signal, stops the
     // upstreams it started.
-    let starting = front::Gateway::start(config);
+    let starting = front::Gateway::builder(config).start();
     let gateway = tokio::select! {
         biased;
         signal = signals.next() => {
             eprintln!("gateway: stopping on {signal}");
             return Ok(0);
         }
-        started = starting => Arc::new(started?),
+        started = starting => started?,
     };
     // Dropped when this function returns, whichever way it does (or
     // unwinds): every stdio upstream's process group is killed.
@@ -94,8 +94,6 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     for warning in policy::unmatched_tool_globs(gateway.config(), listed) {
         eprintln!("gateway: warning: {warning}");
     }
-    gateway.clone().follow_list_changes();
-    gateway.clone().retry_unreachable();
     // One listener for the signals: the front is told to stop through this
     // (a watch keeps the word for a front that is not waiting yet).
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -1,0 +1,227 @@
+//! The admin endpoint, where approvers see and decide parked calls:
+//! `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, behind the
+//! admin token, the HTTP guard and a `Host` check.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::Listener;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use mcp_hints::wire::HttpGuard;
+use serde_json::{Value, json};
+
+use super::Gateway;
+use super::auth::{bearer, unauthorized};
+use super::serve::{allowed_hosts, bind};
+use crate::approval::DecideRequest;
+
+/// Serves the admin endpoint on `address`, in a task of its own:
+/// `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, each needing
+/// `Authorization: Bearer` with the admin token (401 without). Like the
+/// client endpoint, it is behind [`HttpGuard`] (403 for an `Origin` other
+/// than its own; `listen.allow_origins` are for clients, not here) and a
+/// `Host` check (403 for a name other than a loopback one or the bound
+/// address, 400 for none), so that a web page cannot reach it by DNS
+/// rebinding. Says the bound address on stderr: `gateway: admin endpoint
+/// at http://ADDR`.
+///
+/// # Errors
+///
+/// No `[admin]` token, an address that is not loopback without
+/// `listen.public`, or one that cannot be bound.
+pub async fn serve_admin(
+    gateway: Arc<Gateway>,
+    address: SocketAddr,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    if gateway.config.admin.is_none() {
+        return Err(format!(
+            "{}: `listen.admin_http` is set but `[admin]` gives no token",
+            gateway.config.path.display()
+        ));
+    }
+    let listener = bind(address, gateway.config.listen.public, "listen.admin_http").await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("listen.admin_http: {error}"))?;
+    let _ = gateway.admin_flag.set(crate::approval::admin_flag(
+        &gateway.config.path,
+        address,
+        bound,
+    ));
+    let routes = axum::Router::new()
+        .route("/pending", get(admin_pending))
+        .route("/approve/{id}", post(admin_approve))
+        .route("/deny/{id}", post(admin_deny))
+        .with_state(gateway)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(allowed_hosts(bound)),
+            admin_host,
+        ));
+    let guard = HttpGuard::for_address(bound);
+    let app = axum::Router::new().fallback_service(guard.service(routes));
+    eprintln!("gateway: admin endpoint at http://{bound}");
+    Ok(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("gateway: the admin endpoint stopped: {error}");
+        }
+    }))
+}
+
+/// A host name as `Host` carries it, compared without case and brackets
+/// (`[::1]` is `::1`), as rmcp compares them.
+fn host_name(authority: &str) -> Option<String> {
+    let authority = http::uri::Authority::try_from(authority).ok()?;
+    Some(
+        authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+    )
+}
+
+/// The admin endpoint's `Host` check, in front of its routes: 400 for a
+/// request without a readable `Host` (or an HTTP/2 `:authority`), 403 for
+/// one whose host is not in `allowed` (rmcp's answers to the same on the
+/// client endpoint); the port is not compared, as rmcp does not.
+async fn admin_host(
+    State(allowed): State<Arc<Vec<String>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let named = match request.headers().get(header::HOST) {
+        Some(host) => host.to_str().ok().and_then(host_name),
+        None => request
+            .uri()
+            .authority()
+            .and_then(|a| host_name(a.as_str())),
+    };
+    let Some(host) = named else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "Bad Request: missing or invalid Host header",
+        )
+            .into_response();
+    };
+    if !allowed
+        .iter()
+        .filter_map(|allowed| host_name(allowed).or_else(|| Some(allowed.to_ascii_lowercase())))
+        .any(|allowed| allowed == host)
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// `Err` is the 401 for a request without the admin token.
+#[allow(clippy::result_large_err)]
+fn admin_authorized(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+    let token = bearer(headers);
+    match (&gateway.config.admin, token) {
+        (Some(admin), Some(token)) if admin.token.matches(token) => Ok(()),
+        _ => Err(unauthorized(
+            "mcp-hints-gateway-admin",
+            "the admin endpoint needs `Authorization: Bearer` with the admin token",
+        )),
+    }
+}
+
+async fn admin_pending(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin_authorized(&gateway, &headers) {
+        return refused;
+    }
+    let pending = gateway.approvals.pending();
+    json_response(StatusCode::OK, &json!({ "pending": pending }))
+}
+
+async fn admin_approve(
+    State(gateway): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    admin_decide(&gateway, &headers, &id, &body, true)
+}
+
+async fn admin_deny(
+    State(gateway): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    admin_decide(&gateway, &headers, &id, &body, false)
+}
+
+/// Approves or denies the parked call `id`; `body` is a [`DecideRequest`]
+/// (or empty: by `admin`).
+fn admin_decide(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    id: &str,
+    body: &[u8],
+    approve: bool,
+) -> Response {
+    if let Err(refused) = admin_authorized(gateway, headers) {
+        return refused;
+    }
+    let request: DecideRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        DecideRequest::default()
+    } else {
+        match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(error) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({ "error": format!("the body is not {{\"by\": NAME}}: {error}") }),
+                );
+            }
+        }
+    };
+    let by = request.by.unwrap_or_else(|| "admin".to_owned());
+    let decided = if approve {
+        gateway.approvals.approve(id, &by)
+    } else {
+        gateway.approvals.deny(id, &by)
+    };
+    let decision = if approve { "approved" } else { "denied" };
+    match decided {
+        Ok(()) => json_response(StatusCode::OK, &json!({ "id": id, "decision": decision })),
+        Err(error) => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({ "id": id, "error": error.to_string() }),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_endpoint_answers_loopback_names_and_its_own_address() {
+        let loopback: SocketAddr = "127.0.0.1:8788".parse().unwrap();
+        let hosts = allowed_hosts(loopback);
+        assert_eq!(hosts, ["localhost", "127.0.0.1", "::1"]);
+        let public: SocketAddr = "192.0.2.7:8788".parse().unwrap();
+        assert!(allowed_hosts(public).contains(&"192.0.2.7".to_owned()));
+        assert_eq!(host_name("[::1]:8788").as_deref(), Some("::1"));
+        assert_eq!(host_name("LocalHost").as_deref(), Some("localhost"));
+        assert_eq!(host_name("a b"), None);
+    }
+}

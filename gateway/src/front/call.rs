@@ -1,0 +1,957 @@
+//! One `tools/call`, as the named steps of the crate's "A call": resolve
+//! the name, check drift, decide, record the decision, park for an
+//! approver, forward through the replay-safe client, finish with the
+//! outcome. Each step either passes the call on or ends it with the
+//! client's answer.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use mcp_hints::client::{CallError, Outcome as CallOutcome, ToolCall};
+use mcp_hints_core::{escape, name};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, MetaObject, ResultType,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Map, Value, json};
+
+use super::Front;
+use super::catalogue::Listed;
+use crate::approval::{Approvals, Drift, Parked, Resolution};
+use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
+use crate::policy::{CallScope, Expiry, Verdict};
+use crate::upstream::{self, Upstream};
+use crate::{defaults, namespaced, split};
+
+/// What the client gets when a call ends: a tool result (refusals
+/// included, as tool errors) or a JSON-RPC error.
+type Answer = Result<CallToolResult, ErrorData>;
+
+/// A step's result: `Ok` passes the call on to the next step, `Err` ends
+/// it with that answer.
+type Step<T> = Result<T, Box<Answer>>;
+
+/// The answer that ends a call with the tool result `result`.
+fn end(result: CallToolResult) -> Box<Answer> {
+    Box::new(Ok(result))
+}
+
+/// What every audit entry of one call shares.
+struct CallRecord {
+    id: String,
+    principal: String,
+    upstream: String,
+    tool: String,
+    hints: Value,
+    arguments_sha256: String,
+    arguments: Option<Value>,
+}
+
+impl CallRecord {
+    fn entry(
+        &self,
+        phase: Phase,
+        decision: Decision,
+        rule: Option<String>,
+        outcome: Option<Outcome>,
+        attempts: Option<u32>,
+    ) -> Entry {
+        Entry {
+            time: log::now(),
+            id: self.id.clone(),
+            principal: self.principal.clone(),
+            upstream: self.upstream.clone(),
+            tool: self.tool.clone(),
+            decision,
+            rule,
+            hints: self.hints.clone(),
+            arguments_sha256: self.arguments_sha256.clone(),
+            arguments: self.arguments.clone(),
+            outcome,
+            attempts,
+            phase,
+        }
+    }
+}
+
+/// One call of a served tool on its way through the steps after
+/// [`Front::resolve`].
+struct Call {
+    /// The namespaced name the client called.
+    name: String,
+    listed: Arc<Listed>,
+    record: CallRecord,
+    arguments: JsonObject,
+}
+
+/// The policy's verdict on a call, with the audit log's words for it.
+struct Decided {
+    verdict: Verdict,
+    decision: Decision,
+    /// The rule that decided, as [`Policy::describe`](crate::policy::Policy::describe)
+    /// names it; `None`: the default.
+    rule: Option<String>,
+}
+
+/// Why, how long and under which rule a call waits for an approver.
+struct Parking {
+    /// For the approver: the rule that fired, or what drifted.
+    reason: String,
+    timeout: Duration,
+    on_expiry: Expiry,
+    /// The rule's text for the audit entries; `None` for drift.
+    rule: Option<String>,
+}
+
+/// A tool error (`isError: true`) with `text`, and the gateway's decision
+/// under `_meta["mcp-hints/gateway"]` for programs.
+fn refusal(text: String, detail: Value) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    let mut meta = MetaObject::default();
+    meta.0.insert("mcp-hints/gateway".to_owned(), detail);
+    result.meta = Some(meta);
+    result
+}
+
+impl Front {
+    /// One `tools/call`, in the order the crate documentation gives, one
+    /// step after another; `context` is its request's, whose cancellation
+    /// (the client withdrew the request, or its session ended) abandons a
+    /// parked call.
+    pub(super) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        principal: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Answer {
+        match self.steps(request, principal, context).await {
+            Ok(answer) => answer,
+            Err(ended) => *ended,
+        }
+    }
+
+    /// The steps in order: each `?` is where a call can end.
+    async fn steps(
+        &self,
+        request: CallToolRequestParams,
+        principal: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Step<Answer> {
+        let call = self.resolve(request, principal).await?;
+        // Boxed, like every wait for an approver below: the common path's
+        // future stays small, and rmcp moves it whole into each request's
+        // task.
+        if self.gateway.drift.is_some() {
+            Box::pin(self.drift(&call, context)).await?;
+        }
+        let decided = self.decide(&call);
+        self.record(&call, &decided).await?;
+        let decision = match decided.verdict {
+            Verdict::Allow { .. } => decided.decision,
+            Verdict::Deny { .. } | Verdict::RateLimited { .. } => {
+                return Err(end(self.refuse(&call, &decided).await));
+            }
+            Verdict::RequireApproval {
+                rule,
+                timeout,
+                on_expiry,
+            } => {
+                Box::pin(self.approval(&call, &decided, rule, timeout, on_expiry, context)).await?
+            }
+        };
+        Ok(self.forward(call, decision, decided.rule).await)
+    }
+
+    /// Resolve: the namespaced name to a served tool and the call's record
+    /// under a new call id. Guarantees nothing is logged for a name that
+    /// names no upstream's tool (a JSON-RPC invalid-params error naming
+    /// it); a tool of an upstream that never listed its tools is refused
+    /// as unavailable, and that refusal is logged.
+    async fn resolve(&self, request: CallToolRequestParams, principal: &str) -> Step<Call> {
+        let name = request.name.to_string();
+        let arguments = request.arguments.unwrap_or_default();
+        let catalogue = self.gateway.catalogue();
+        let Some(listed) = catalogue.by_name.get(&name).cloned() else {
+            if let Some(refused) = self
+                .unavailable_upstream(&name, principal, &arguments)
+                .await
+            {
+                return Err(end(refused));
+            }
+            return Err(Box::new(Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}`: the gateway serves `UPSTREAM__TOOL` names from tools/list",
+                    escape::shown(&name)
+                ),
+                Some(json!({ "tool": name })),
+            ))));
+        };
+        let hints = listed.logged_hints.clone();
+        let record = self.record_of(
+            principal,
+            &listed.upstream.name,
+            &listed.tool,
+            hints,
+            &arguments,
+        );
+        Ok(Call {
+            name,
+            listed,
+            record,
+            arguments,
+        })
+    }
+
+    /// The refusal of a call of `name` whose upstream never listed its
+    /// tools (its calls are unavailable, not unknown), both entries
+    /// written; `None` when `name` names no such upstream.
+    async fn unavailable_upstream(
+        &self,
+        name: &str,
+        principal: &str,
+        arguments: &JsonObject,
+    ) -> Option<CallToolResult> {
+        let (prefix, tool) = split(name)?;
+        let upstream = self.gateway.upstreams.iter().find(|u| u.name == prefix)?;
+        let reason = upstream.unavailable()?;
+        // The name is the client's: only one the spec allows is logged;
+        // any other is an unknown tool.
+        if name::problem(tool).is_some() {
+            return None;
+        }
+        // Its hints are unknown; the refusal is a decision all the same,
+        // and logged as one.
+        let record = self.record_of(principal, prefix, tool, Value::Null, arguments);
+        let entry = record.entry(Phase::Decided, Decision::Unavailable, None, None, None);
+        if let Err(error) = self.gateway.record(&entry).await {
+            return Some(log_failed(&error));
+        }
+        let _ = self
+            .finish(
+                &record,
+                Decision::Unavailable,
+                None,
+                Outcome::Unavailable,
+                None,
+            )
+            .await;
+        Some(refusal(
+            format!(
+                "upstream `{prefix}` is unavailable ({}); its tools cannot be called until it is \
+                 reachable",
+                mcp_hints_core::escape::one_line(&reason)
+            ),
+            json!({ "outcome": "unavailable", "upstream": prefix }),
+        ))
+    }
+
+    /// What every audit entry of one call shares, under a new call id.
+    fn record_of(
+        &self,
+        principal: &str,
+        upstream: &str,
+        tool: &str,
+        hints: Value,
+        arguments: &JsonObject,
+    ) -> CallRecord {
+        CallRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            principal: principal.to_owned(),
+            upstream: upstream.to_owned(),
+            tool: tool.to_owned(),
+            hints,
+            arguments_sha256: log::arguments_digest(arguments),
+            arguments: self
+                .gateway
+                .config
+                .log
+                .raw_arguments
+                .then(|| Value::Object(arguments.clone())),
+        }
+    }
+
+    /// Drift: a tool added or changed since the lock's approval is parked
+    /// until an approver approves its new fingerprint, which goes into the
+    /// lock. Guarantees a drifted tool goes on only once its fingerprint
+    /// is approved and written to the lock; every end is logged.
+    async fn drift(&self, call: &Call, context: &RequestContext<RoleServer>) -> Step<()> {
+        let Some(lock) = self.gateway.drift.as_ref() else {
+            return Ok(());
+        };
+        let name = call.name.as_str();
+        let what = match lock.lock().await.check(name, &call.listed.pinned) {
+            Drift::Approved => return Ok(()),
+            Drift::New => "the tool is new since the lock was approved".to_owned(),
+            Drift::Changed { what } => format!("changed since approval: {}", what.join(", ")),
+        };
+        let entry = call
+            .record
+            .entry(Phase::Decided, Decision::Drift, None, None, None);
+        if let Err(error) = self.gateway.record(&entry).await {
+            return Err(end(log_failed(&error)));
+        }
+        eprintln!(
+            "gateway: call {} of drifted tool `{}` is parked: {what}; {} approves the new \
+             definition",
+            call.record.id,
+            escape::shown(name),
+            self.gateway.approve_command(&call.record.id)
+        );
+        let parking = Parking {
+            reason: format!("drift: {what}"),
+            timeout: defaults::DRIFT_APPROVAL_TIMEOUT,
+            on_expiry: Expiry::Deny,
+            rule: None,
+        };
+        let resolution = self.park(call, &parking, context).await?;
+        let decision = resolution.decision();
+        if resolution.proceeds() {
+            // Written off the runtime; the call goes on only once it is.
+            let Err(error) = lock
+                .lock()
+                .await
+                .approve(name, call.listed.pinned.clone())
+                .await
+            else {
+                return Ok(());
+            };
+            let _ = self
+                .finish(&call.record, decision, None, Outcome::Refused, None)
+                .await;
+            return Err(end(refusal(
+                format!(
+                    "`{}` was approved, but the lock could not be written ({}); it was not \
+                     forwarded",
+                    escape::shown(name),
+                    mcp_hints_core::escape::one_line(&error)
+                ),
+                json!({ "decision": "drift" }),
+            )));
+        }
+        if resolution == Resolution::Abandoned {
+            return Err(end(refusal(
+                format!(
+                    "`{}` was abandoned (its client withdrew it) while it waited for an \
+                     approver: {what}; it was not forwarded",
+                    escape::shown(name)
+                ),
+                json!({ "decision": "abandoned", "drift": what }),
+            )));
+        }
+        Err(end(refusal(
+            format!(
+                "`{}` cannot be called until an approver approves it ({decision}): {what}",
+                escape::shown(name)
+            ),
+            json!({ "decision": "drift", "drift": what }),
+        )))
+    }
+
+    /// Decide: the policy's verdict on the call, for its principal now.
+    /// Guarantees nothing: the verdict is acted on only once
+    /// [`record`](Front::record) has written it.
+    fn decide(&self, call: &Call) -> Decided {
+        let policy = &self.gateway.policy;
+        let scope = CallScope {
+            upstream: &call.listed.upstream.name,
+            tool: &call.listed.tool,
+            principal: &call.record.principal,
+            hints: &call.listed.hints,
+        };
+        let verdict = policy.decide(&scope, Instant::now());
+        let (decision, rule) = match &verdict {
+            Verdict::Allow { rule } => (Decision::Allow, *rule),
+            Verdict::Deny { rule } => (Decision::Deny, *rule),
+            Verdict::RequireApproval { rule, .. } => (Decision::RequireApproval, Some(*rule)),
+            Verdict::RateLimited { rule, .. } => (Decision::RateLimited, Some(*rule)),
+        };
+        Decided {
+            verdict,
+            decision,
+            rule: rule.map(|rule| policy.describe(rule)),
+        }
+    }
+
+    /// Record: the `decided` entry, written and synced before anything
+    /// goes on. Guarantees no entry, no call: a log that cannot be written
+    /// ends the call refused, with nothing forwarded.
+    async fn record(&self, call: &Call, decided: &Decided) -> Step<()> {
+        let entry = call.record.entry(
+            Phase::Decided,
+            decided.decision,
+            decided.rule.clone(),
+            None,
+            None,
+        );
+        self.gateway
+            .record(&entry)
+            .await
+            .map_err(|error| end(log_failed(&error)))
+    }
+
+    /// The refusal of a call the policy denied or rate-limited, its
+    /// `finished` entry written; nothing is forwarded.
+    async fn refuse(&self, call: &Call, decided: &Decided) -> CallToolResult {
+        let name = escape::shown(&call.name);
+        let rule_text = &decided.rule;
+        let _ = self
+            .finish(
+                &call.record,
+                decided.decision,
+                rule_text.clone(),
+                Outcome::Refused,
+                None,
+            )
+            .await;
+        let rule = match decided.verdict {
+            Verdict::RateLimited {
+                rule,
+                limit,
+                window,
+                retry_after,
+            } => {
+                let retry = retry_after.as_secs_f64().ceil().max(1.0);
+                return refusal(
+                    format!(
+                        "`{name}` refused by the gateway's {}: at most {limit} calls per {} s; \
+                         retry after {retry} s; it was not forwarded",
+                        rule_text.as_deref().unwrap_or("rate limit"),
+                        window.as_secs()
+                    ),
+                    json!({
+                        "decision": "rate_limited",
+                        "rule": rule,
+                        "ruleText": rule_text,
+                        "retryAfterSecs": retry,
+                    }),
+                );
+            }
+            Verdict::Deny { rule } => rule,
+            // Only a denial or a rate limit is refused here.
+            Verdict::Allow { .. } | Verdict::RequireApproval { .. } => None,
+        };
+        let why = match rule_text {
+            Some(rule) => format!("refused by the gateway's {rule}"),
+            None => {
+                "refused by the gateway: no rule allows it and `policy.default` is deny".to_owned()
+            }
+        };
+        refusal(
+            format!("`{name}` {why}; it was not forwarded"),
+            json!({ "decision": "deny", "rule": rule, "ruleText": rule_text }),
+        )
+    }
+
+    /// A `require_approval` rule's wait: parks the call and, when it is
+    /// approved (or expires as approved), passes it on with the decision
+    /// its `finished` entry names. Guarantees a call that was denied,
+    /// expired as denied, or withdrawn by its client (while parked, or
+    /// while its approval was being recorded) is not forwarded.
+    async fn approval(
+        &self,
+        call: &Call,
+        decided: &Decided,
+        rule: usize,
+        timeout: Duration,
+        on_expiry: Expiry,
+        context: &RequestContext<RoleServer>,
+    ) -> Step<Decision> {
+        let rule_text = &decided.rule;
+        let name = escape::shown(&call.name);
+        let id = &call.record.id;
+        eprintln!(
+            "gateway: call {id} of `{name}` by `{}` is parked for approval: {}",
+            escape::shown(&call.record.principal),
+            self.gateway.approve_command(id)
+        );
+        let parking = Parking {
+            reason: format!(
+                "{} requires an approver",
+                rule_text.as_deref().unwrap_or("a rule")
+            ),
+            timeout,
+            on_expiry,
+            rule: rule_text.clone(),
+        };
+        let resolution = self.park(call, &parking, context).await?;
+        let decision = resolution.decision();
+        if !resolution.proceeds() {
+            // How it ended, in the words of the refusal.
+            let how = match &resolution {
+                Resolution::Approved { by } => format!("was approved by {}", escape::shown(by)),
+                Resolution::Denied { by } => format!("was denied by {}", escape::shown(by)),
+                Resolution::Expired { .. } => format!(
+                    "was not approved within {} s, so it expired and was denied",
+                    timeout.as_secs()
+                ),
+                Resolution::Abandoned => "was withdrawn by its client".to_owned(),
+            };
+            return Err(end(refusal(
+                format!(
+                    "`{name}` {how} under the gateway's {}; it was not forwarded",
+                    rule_text.as_deref().unwrap_or("approval rule")
+                ),
+                json!({ "decision": decision, "rule": rule, "ruleText": rule_text }),
+            )));
+        }
+        if context.ct.is_cancelled() {
+            // Withdrawn while its approval was being recorded: an approved
+            // call its client no longer waits for is not sent either.
+            said_abandoned(id, &call.name);
+            let _ = self
+                .finish(
+                    &call.record,
+                    Decision::Abandoned,
+                    rule_text.clone(),
+                    Outcome::Refused,
+                    None,
+                )
+                .await;
+            return Err(end(refusal(
+                format!("`{name}` was withdrawn by its client; it was not forwarded"),
+                json!({ "decision": "abandoned", "rule": rule, "ruleText": rule_text }),
+            )));
+        }
+        Ok(decision)
+    }
+
+    /// Park: holds the call for an approver until one decides it, it
+    /// expires, or its client withdraws it, and records how it ended
+    /// ([`record_resolution`](Front::record_resolution)). Guarantees every
+    /// end is logged, a future dropped while it waits included (the guard
+    /// in [`wait_for_approver`]).
+    async fn park(
+        &self,
+        call: &Call,
+        parking: &Parking,
+        context: &RequestContext<RoleServer>,
+    ) -> Step<Resolution> {
+        let gateway = &self.gateway;
+        let resolution = wait_for_approver(
+            &gateway.approvals,
+            &gateway.log,
+            &call.record,
+            &call.arguments,
+            parking,
+            context.ct.cancelled(),
+        )
+        .await;
+        self.record_resolution(call, &resolution, parking.rule.clone())
+            .await?;
+        Ok(resolution)
+    }
+
+    /// Records how a parked call ended: the entries
+    /// [`resolution_entries`] gives, the `decided` one synced before the
+    /// call goes on (a log that cannot be written ends it refused), and
+    /// an abandoned call said on stderr.
+    async fn record_resolution(
+        &self,
+        call: &Call,
+        resolution: &Resolution,
+        rule: Option<String>,
+    ) -> Step<()> {
+        if *resolution == Resolution::Abandoned {
+            said_abandoned(&call.record.id, &call.name);
+        }
+        let (decided, finished) = resolution_entries(&call.record, resolution, rule);
+        if let Err(error) = self.gateway.record(&decided).await {
+            return Err(end(log_failed(&error)));
+        }
+        if let Some(finished) = finished {
+            let _ = self.write_finished(&finished).await;
+        }
+        Ok(())
+    }
+
+    /// Forward: sends the call through the upstream's replay-safe client
+    /// and writes the `finished` entry. Guarantees a lost response that
+    /// was not resent comes back as a tool error saying delivery is
+    /// unknown, how often the call may have run, and what to read back.
+    async fn forward(&self, call: Call, decision: Decision, rule: Option<String>) -> Answer {
+        let Call {
+            name,
+            listed,
+            record,
+            arguments,
+        } = call;
+        let upstream = &listed.upstream;
+        let client = match upstream.client() {
+            Ok(client) => client,
+            Err(reason) => {
+                let _ = self
+                    .finish(&record, decision, rule, Outcome::Unavailable, Some(0))
+                    .await;
+                return Ok(unavailable(&name, &upstream.name, &reason));
+            }
+        };
+        let sent = ToolCall::new(listed.tool.clone()).arguments(arguments);
+        // Boxed: the replay-safe client's future is kilobytes (its retry
+        // and read-back states), and this one is moved whole into each
+        // request's task.
+        let outcome = Box::pin(upstream::with_principal(
+            &record.principal,
+            client.call_tool(sent),
+        ))
+        .await;
+        upstream.say_restarts(&client).await;
+        let (result, outcome, attempts) = self.answer(&name, upstream, outcome);
+        if let Err(error) = self
+            .finish(&record, decision, rule, outcome, Some(attempts))
+            .await
+        {
+            // The call ran: its answer is the caller's. The missing entry
+            // is said where the operator sees it.
+            eprintln!(
+                "gateway: call {} finished ({outcome}) but its entry could not be written: {}",
+                record.id,
+                mcp_hints_core::escape::one_line(&error)
+            );
+        }
+        result
+    }
+
+    /// The client's answer to what the replay-safe client made of the call
+    /// of `name`, the outcome its `finished` entry records, and the
+    /// attempts; an upstream found (un)reachable is republished as such.
+    fn answer(
+        &self,
+        name: &str,
+        upstream: &Upstream,
+        outcome: Result<CallOutcome, CallError>,
+    ) -> (Answer, Outcome, u32) {
+        match outcome {
+            Ok(CallOutcome::Completed(done)) => {
+                if upstream.mark_available() {
+                    // Its tools are no longer listed as unavailable.
+                    self.gateway.republish();
+                }
+                let outcome = if done.result.is_error == Some(true) {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Completed
+                };
+                let mut result = done.result;
+                // An upstream on a revision before 2026-07-28 leaves it out;
+                // the gateway's clients may be on 2026-07-28, where it is
+                // required (rmcp clears it again for older clients).
+                result.result_type = Some(ResultType::COMPLETE);
+                (Ok(result), outcome, done.attempts)
+            }
+            Ok(CallOutcome::DeliveryUnknown(lost)) => {
+                let attempts = lost.attempts;
+                let text = format!(
+                    "{lost}. {}: read back before calling `{}` again",
+                    may_have_run(attempts, lost.idempotency_key.is_some()),
+                    escape::shown(name)
+                );
+                let detail = json!({
+                    "outcome": "delivery_unknown",
+                    "attempts": attempts,
+                    "readBack": lost.verdict.reason,
+                });
+                (
+                    Ok(refusal(text, detail)),
+                    Outcome::DeliveryUnknown,
+                    attempts,
+                )
+            }
+            Err(CallError::Rejected {
+                error, attempts, ..
+            }) => (Err(error), Outcome::ToolError, attempts),
+            Err(CallError::NotSent {
+                attempts,
+                last_error,
+                ..
+            }) => {
+                // Read after "upstream `NAME` is unavailable (...)".
+                let reason = format!("calls cannot be sent to it: {last_error}");
+                upstream.mark_unavailable(reason.clone());
+                self.gateway.republish();
+                (
+                    Ok(unavailable(name, &upstream.name, &reason)),
+                    Outcome::Unavailable,
+                    attempts,
+                )
+            }
+            Err(other) => {
+                let text = other.to_string();
+                (
+                    Ok(refusal(text, json!({ "outcome": "tool_error" }))),
+                    Outcome::ToolError,
+                    0,
+                )
+            }
+        }
+    }
+
+    /// Finish: the `finished` entry with the call's outcome. Guarantees
+    /// it is written before the answer goes back; it is synced soon after
+    /// (the call already ran, and its decided entry is on disk).
+    async fn finish(
+        &self,
+        record: &CallRecord,
+        decision: Decision,
+        rule: Option<String>,
+        outcome: Outcome,
+        attempts: Option<u32>,
+    ) -> Result<(), String> {
+        let entry = record.entry(Phase::Finished, decision, rule, Some(outcome), attempts);
+        self.write_finished(&entry).await
+    }
+
+    async fn write_finished(&self, entry: &Entry) -> Result<(), String> {
+        self.gateway
+            .log
+            .record(entry, Durability::Written)
+            .await
+            .map_err(|error| error.to_string())
+    }
+}
+
+/// Parks the call of `record` with `arguments` in `approvals`, as
+/// `parking` says, until it is resolved or `withdrawn` completes. The
+/// one guard of the wait is [`Approvals::park_or_drop`]'s: if this future
+/// is dropped while the call waits (the runtime stopping, or a server
+/// that drops handlers of withdrawn requests), the call leaves the parked
+/// calls and is recorded as abandoned ([`record_abandoned`]).
+async fn wait_for_approver(
+    approvals: &Approvals,
+    log: &AuditLog,
+    record: &CallRecord,
+    arguments: &JsonObject,
+    parking: &Parking,
+    withdrawn: impl Future<Output = ()>,
+) -> Resolution {
+    let parked = parked(record, arguments, parking.timeout, parking.reason.clone());
+    let dropped = || record_abandoned(log, record, parking.rule.clone());
+    approvals
+        .park_or_drop(
+            parked,
+            parking.timeout,
+            parking.on_expiry,
+            withdrawn,
+            dropped,
+        )
+        .await
+}
+
+/// The audit entries of how a parked call ended, the one place they are
+/// made: `decided` with the resolution's decision, then, when the call
+/// does not go on, `finished` with outcome `refused`.
+fn resolution_entries(
+    record: &CallRecord,
+    resolution: &Resolution,
+    rule: Option<String>,
+) -> (Entry, Option<Entry>) {
+    let decision = resolution.decision();
+    let decided = record.entry(Phase::Decided, decision, rule.clone(), None, None);
+    let finished = (!resolution.proceeds()).then(|| {
+        record.entry(
+            Phase::Finished,
+            decision,
+            rule,
+            Some(Outcome::Refused),
+            None,
+        )
+    });
+    (decided, finished)
+}
+
+/// Records the call of `record` as abandoned where nothing can wait (a
+/// guard's `Drop`): its [`resolution_entries`], `decided` then `finished`
+/// (outcome `refused`) with decision `abandoned`, are written at once,
+/// though nothing is left to wait for them, and synced by the log's sync
+/// thread; and it is said on stderr.
+fn record_abandoned(log: &AuditLog, record: &CallRecord, rule: Option<String>) {
+    let (decided, finished) = resolution_entries(record, &Resolution::Abandoned, rule);
+    queue(log, &decided, Durability::Synced);
+    if let Some(finished) = finished {
+        queue(log, &finished, Durability::Written);
+    }
+    said_abandoned(&record.id, &namespaced(&record.upstream, &record.tool));
+}
+
+/// The parked form of a call.
+fn parked(
+    record: &CallRecord,
+    arguments: &Map<String, Value>,
+    timeout: Duration,
+    reason: String,
+) -> Parked {
+    let now = SystemTime::now();
+    Parked {
+        id: record.id.clone(),
+        principal: record.principal.clone(),
+        upstream: record.upstream.clone(),
+        tool: record.tool.clone(),
+        arguments: arguments.clone(),
+        parked_at: now,
+        expires_at: now + timeout,
+        reason,
+    }
+}
+
+/// Says on stderr that the parked call `id` of `name` was abandoned, for
+/// the approver who may be about to decide it.
+fn said_abandoned(id: &str, name: &str) {
+    eprintln!(
+        "gateway: call {id} of `{}` was abandoned by its client before it was decided; it was \
+         not forwarded",
+        escape::shown(name)
+    );
+}
+
+/// Writes `entry` without waiting for its sync, where nothing can wait (a
+/// `Drop`): [`AuditLog::record`] writes its line and asks for its sync
+/// before its first await, so one poll is enough. An error has nowhere to
+/// go but stderr.
+fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
+    let mut recording = std::pin::pin!(log.record(entry, durability));
+    let mut context = Context::from_waker(std::task::Waker::noop());
+    if let Poll::Ready(Err(error)) = recording.as_mut().poll(&mut context) {
+        eprintln!(
+            "gateway: call {} was abandoned but its entry could not be written: {}",
+            entry.id,
+            mcp_hints_core::escape::one_line(&error.to_string())
+        );
+    }
+}
+
+fn log_failed(error: &str) -> CallToolResult {
+    refusal(
+        format!(
+            "the gateway's audit log cannot be written ({}), so the call was refused and not \
+             forwarded",
+            mcp_hints_core::escape::one_line(error)
+        ),
+        json!({ "outcome": "refused", "reason": "audit_log" }),
+    )
+}
+
+/// How often a call whose delivery is unknown may have run, after
+/// `attempts` sends: once, when it was sent once or every resend carried
+/// its one idempotency key (the server runs a key once); else up to
+/// `attempts` times, each resend being one the policy allowed (a read-only
+/// or idempotent tool, for which running again is harmless).
+fn may_have_run(attempts: u32, keyed: bool) -> String {
+    if attempts <= 1 {
+        "It may have run once (never more)".to_owned()
+    } else if keyed {
+        format!(
+            "It may have run once (never more: its {attempts} attempts carried one idempotency \
+             key)"
+        )
+    } else {
+        format!(
+            "It may have run up to {attempts} times (it was sent {attempts} times, each resend \
+             one the policy allowed)"
+        )
+    }
+}
+
+/// The refusal of a call to `name` that could not be sent: `upstream` is
+/// unavailable for `reason` (a clause that reads after "is unavailable").
+fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
+    refusal(
+        format!(
+            "`{}` was not forwarded: upstream `{upstream}` is unavailable ({})",
+            escape::shown(name),
+            mcp_hints_core::escape::one_line(reason)
+        ),
+        json!({ "outcome": "unavailable", "upstream": upstream }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_call_may_have_run_as_often_as_it_was_sent_unless_keyed() {
+        assert_eq!(may_have_run(1, false), "It may have run once (never more)");
+        assert_eq!(may_have_run(0, true), "It may have run once (never more)");
+        assert!(may_have_run(3, false).starts_with("It may have run up to 3 times ("));
+        assert!(may_have_run(3, true).starts_with("It may have run once (never more: its 3"));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_wait_for_an_approver_is_logged_as_abandoned() {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-hints-front-abandon-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let record = CallRecord {
+            id: "c-1".to_owned(),
+            principal: "alice".to_owned(),
+            upstream: "fx".to_owned(),
+            tool: "count".to_owned(),
+            hints: Value::Null,
+            arguments_sha256: "0".repeat(64),
+            arguments: None,
+        };
+        let approvals = Approvals::new();
+        let parking = Parking {
+            reason: "rule[0] requires an approver".to_owned(),
+            timeout: Duration::from_secs(300),
+            on_expiry: Expiry::Deny,
+            rule: Some("rule[0]".to_owned()),
+        };
+        let arguments = JsonObject::new();
+        let wait = || {
+            let never = std::future::pending();
+            wait_for_approver(&approvals, &log, &record, &arguments, &parking, never)
+        };
+        // Resolved: its caller records the resolution, the guard nothing.
+        let approve = async {
+            while approvals.pending().is_empty() {
+                tokio::task::yield_now().await;
+            }
+            approvals.approve("c-1", "carol").unwrap();
+        };
+        let _ = tokio::join!(wait(), approve);
+        // Dropped while it waits: the guard records it as abandoned.
+        let _ = tokio::time::timeout(Duration::from_millis(10), wait()).await;
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let lines = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() >= 2 || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let entries: Vec<Entry> = lines
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let seen: Vec<(&str, &str, Option<&str>)> = entries
+            .iter()
+            .map(|entry| {
+                (
+                    entry.phase.as_str(),
+                    entry.decision.as_str(),
+                    entry.outcome.map(Outcome::as_str),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("decided", "abandoned", None),
+                ("finished", "abandoned", Some("refused"))
+            ]
+        );
+        assert!(entries.iter().all(|entry| entry.id == "c-1"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,385 @@
+//! The serving gateway: its config, policy, audit log, parked calls,
+//! drift lock, upstreams and the tools it serves; [`GatewayBuilder`], how
+//! an application starts one; and the served list rebuilt as upstreams
+//! change or come back.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use rmcp::RoleServer;
+use rmcp::service::Peer;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::catalogue::{Catalogue, say_left_out, start_upstreams};
+use crate::approval::{Approvals, DriftLock};
+use crate::config::Config;
+use crate::defaults;
+use crate::log::{AuditLog, Durability, Entry};
+use crate::policy::Policy;
+use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
+
+#[cfg(doc)]
+use super::router;
+
+/// How a [`Gateway`] starts, for an application that serves it: its
+/// config, and whether it keeps its served list current by itself. Both
+/// are on by default, as `mcp-hints gateway serve` has them.
+///
+/// ```no_run
+/// # async fn run(config: mcp_hints_gateway::config::Config) -> Result<(), String> {
+/// let gateway = mcp_hints_gateway::front::Gateway::builder(config)
+///     .retry_unreachable(false)
+///     .start()
+///     .await?;
+/// # let _ = gateway;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `start` is awaited"]
+pub struct GatewayBuilder {
+    config: Config,
+    follow_list_changes: bool,
+    retry_unreachable: bool,
+}
+
+impl GatewayBuilder {
+    /// A gateway of `config`, following list changes and retrying
+    /// unreachable upstreams.
+    pub fn new(config: Config) -> GatewayBuilder {
+        GatewayBuilder {
+            config,
+            follow_list_changes: true,
+            retry_unreachable: true,
+        }
+    }
+
+    /// Whether the gateway follows its upstreams'
+    /// `notifications/tools/list_changed` (default `true`): the upstream's
+    /// list is collected again, the served list rebuilt, and every client
+    /// told. Off, the served list is the one built at start, until an
+    /// unreachable upstream comes back.
+    pub fn follow_list_changes(mut self, follow: bool) -> GatewayBuilder {
+        self.follow_list_changes = follow;
+        self
+    }
+
+    /// Whether the gateway tries the upstreams it could not reach at start
+    /// again (default `true`), with pauses from
+    /// [`defaults::RECONNECT_MIN`] doubling to [`defaults::RECONNECT_MAX`];
+    /// each that answers has its tools served from then on. Off, such an
+    /// upstream's tools stay unavailable.
+    pub fn retry_unreachable(mut self, retry: bool) -> GatewayBuilder {
+        self.retry_unreachable = retry;
+        self
+    }
+
+    /// Opens the log and the drift lock, connects every upstream, builds
+    /// the served tool list, and starts the tasks that keep it current, as
+    /// asked. The gateway comes back shared: those tasks hold it too, and
+    /// [`router`] and the `serve_*` functions take it so.
+    ///
+    /// Needs a Tokio runtime. The stdio upstreams are started in process
+    /// groups of their own, running until [`Gateway::close`] or
+    /// [`Gateway::stop_upstreams`]. A start that fails, or whose future is
+    /// dropped (a signal while the upstreams connect), stops the stdio
+    /// upstreams it started; once started, the gateway's owner stops them
+    /// (most simply by holding [`Gateway::upstream_stopper`]'s guard).
+    ///
+    /// # Errors
+    ///
+    /// A log or lock that cannot be opened, or colliding tool names, both
+    /// named.
+    pub async fn start(self) -> Result<Arc<Gateway>, String> {
+        let gateway = Arc::new(Gateway::open(self.config).await?);
+        if self.follow_list_changes {
+            gateway.clone().follow_list_changes();
+        } else {
+            // Nobody reads the names the upstreams send as their lists
+            // change: they are dropped as they come rather than kept.
+            drop(
+                gateway
+                    .changed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(),
+            );
+        }
+        if self.retry_unreachable {
+            gateway.clone().retry_unreachable();
+        }
+        Ok(gateway)
+    }
+}
+
+/// The serving gateway: its config, policy, log, approvals, upstreams and
+/// the tools it serves.
+pub struct Gateway {
+    pub(super) config: Config,
+    pub(super) policy: Policy,
+    pub(super) log: AuditLog,
+    pub(super) approvals: Approvals,
+    pub(super) drift: Option<tokio::sync::Mutex<DriftLock>>,
+    pub(super) upstreams: Vec<Arc<Upstream>>,
+    /// The process groups of its stdio upstreams.
+    pub(super) groups: ProcessGroups,
+    pub(super) catalogue: RwLock<Arc<Catalogue>>,
+    /// Fires when the served list changed, for `subscriptions/listen`
+    /// streams.
+    pub(super) changes: broadcast::Sender<()>,
+    /// Clients of the `initialize` lifecycle, told of changes on their
+    /// session.
+    pub(super) sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// Upstream names, as each sends `notifications/tools/list_changed`.
+    pub(super) changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    /// The tools the served list leaves out for their names, as last said
+    /// on stderr: each is said once while it stays left out.
+    pub(super) left_out: Mutex<HashSet<(String, String)>>,
+    /// How the commands the gateway prints reach its admin endpoint
+    /// (`--config PATH` or `--admin URL`), set once it is bound.
+    pub(super) admin_flag: std::sync::OnceLock<String>,
+    /// Cancelled to end the streamable-HTTP sessions of every [`router`].
+    pub(super) sessions_end: CancellationToken,
+}
+
+impl Gateway {
+    /// How a gateway of `config` starts: [`GatewayBuilder::start`] starts
+    /// it.
+    pub fn builder(config: Config) -> GatewayBuilder {
+        GatewayBuilder::new(config)
+    }
+
+    /// Opens the log and the drift lock, connects every upstream, and
+    /// builds the served tool list.
+    ///
+    /// # Errors
+    ///
+    /// A log or lock that cannot be opened, or colliding tool names, both
+    /// named.
+    async fn open(config: Config) -> Result<Gateway, String> {
+        let log = AuditLog::open(&config.log.path).map_err(|error| error.to_string())?;
+        let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
+            Some(lock) => Some(tokio::sync::Mutex::new(DriftLock::load(lock)?)),
+            None => None,
+        };
+        let policy = Policy::new(&config);
+        let groups = ProcessGroups::new();
+        let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
+        Ok(Gateway {
+            config,
+            policy,
+            log,
+            approvals: Approvals::new(),
+            drift,
+            upstreams,
+            groups,
+            catalogue: RwLock::new(Arc::new(catalogue)),
+            changes: broadcast::channel(16).0,
+            sessions: Mutex::new(Vec::new()),
+            changed: Mutex::new(Some(receiver)),
+            left_out: Mutex::new(left_out),
+            admin_flag: std::sync::OnceLock::new(),
+            sessions_end: CancellationToken::new(),
+        })
+    }
+
+    /// `mcp-hints gateway approve ID ...` for the call `id`, as an approver
+    /// can run it: with `--config PATH` when the config names the admin
+    /// endpoint's port, else `--admin URL`.
+    pub(super) fn approve_command(&self, id: &str) -> String {
+        let flag = self.admin_flag.get().cloned().unwrap_or_else(|| {
+            let path =
+                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
+            format!(
+                "--config {}",
+                mcp_hints_core::escape::shell_word(&path.to_string_lossy())
+            )
+        });
+        format!("mcp-hints gateway approve {id} {flag}")
+    }
+
+    /// `(upstream, tool)` of every tool its upstreams last listed, by the
+    /// upstreams' own names.
+    pub fn listed_tools(&self) -> Vec<(String, String)> {
+        self.upstreams
+            .iter()
+            .flat_map(|upstream| {
+                let tools = upstream.tools();
+                tools
+                    .iter()
+                    .map(|tool| (upstream.name.clone(), tool.name.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The config it was started with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Before the gateway exits: denies every parked call (the gateway
+    /// stopping), gives their tasks a moment to record and answer it, then waits until every
+    /// written audit entry is synced (the log's sync thread dies with the
+    /// process). A log that cannot be synced is said on
+    /// stderr.
+    pub async fn finish_log(&self) {
+        if self.approvals.deny_all_stopping() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        if let Err(error) = self.log.flush().await {
+            eprintln!(
+                "gateway: {}",
+                mcp_hints_core::escape::one_line(&error.to_string())
+            );
+        }
+    }
+
+    /// The calls waiting for an approver.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    pub(super) fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Follows the upstreams' `notifications/tools/list_changed` in a task
+    /// of its own: the upstream's list is collected again, the served list
+    /// rebuilt, and every client told.
+    fn follow_list_changes(self: Arc<Self>) {
+        let receiver = self
+            .changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut receiver) = receiver else {
+            return;
+        };
+        tokio::spawn(async move {
+            while let Some(name) = receiver.recv().await {
+                let Some(upstream) = self.upstreams.iter().find(|u| u.name == name) else {
+                    continue;
+                };
+                if let Err(error) = upstream.refresh().await {
+                    eprintln!(
+                        "gateway: upstream `{name}` changed its tools, but they could not be \
+                         listed again: {}; the old list stays",
+                        mcp_hints_core::escape::one_line(&error)
+                    );
+                    continue;
+                }
+                self.republish();
+            }
+        });
+    }
+
+    /// Tries the upstreams that could not be reached at start again, in a
+    /// task of its own, with pauses from [`defaults::RECONNECT_MIN`]
+    /// doubling to [`defaults::RECONNECT_MAX`]; each that answers has its
+    /// tools served from then on.
+    fn retry_unreachable(self: Arc<Self>) {
+        for upstream in self.upstreams.clone() {
+            if upstream.unavailable().is_none() {
+                continue;
+            }
+            let gateway = self.clone();
+            tokio::spawn(async move {
+                let mut pause = defaults::RECONNECT_MIN;
+                loop {
+                    tokio::time::sleep(pause).await;
+                    if upstream.closed() {
+                        return;
+                    }
+                    if upstream.reconnect().await {
+                        gateway.republish();
+                        return;
+                    }
+                    if upstream.client().is_ok() {
+                        return;
+                    }
+                    pause = (pause * 2).min(defaults::RECONNECT_MAX);
+                }
+            });
+        }
+    }
+
+    /// Rebuilds the served list from the upstreams' lists and tells every
+    /// client; a list whose names collide is not served (the old one
+    /// stays), and said on stderr.
+    pub(super) fn republish(&self) {
+        match Catalogue::build(&self.config, &self.upstreams) {
+            Ok(catalogue) => {
+                let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+                *left_out = say_left_out(&catalogue, &left_out);
+                drop(left_out);
+                *self
+                    .catalogue
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(catalogue);
+            }
+            Err(error) => {
+                eprintln!(
+                    "gateway: the changed tool list is not served, the old one stays: {}",
+                    mcp_hints_core::escape::one_line(&error)
+                );
+                return;
+            }
+        }
+        // No listener is fine: no 2026-07-28 client is subscribed.
+        let _ = self.changes.send(());
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|peer| !peer.is_transport_closed());
+        for peer in sessions.iter() {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                // A session that went away is dropped at the next change.
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    /// Ends every streamable-HTTP session of every [`router`] built on
+    /// this gateway: their streams close, and a client that names one gets
+    /// 404 and starts a new one.
+    pub fn end_sessions(&self) {
+        self.sessions_end.cancel();
+    }
+
+    /// Drops every upstream connection, which stops the stdio upstreams'
+    /// process groups.
+    pub fn close(&self) {
+        for upstream in &self.upstreams {
+            upstream.close();
+        }
+    }
+
+    /// Kills every stdio upstream's process group at once, and starts none
+    /// again from then on ([`ProcessGroups::stop_all`]): the last thing
+    /// before the program exits, since a kill left to a task would not run
+    /// once the runtime ends.
+    pub fn stop_upstreams(&self) {
+        self.groups.stop_all();
+    }
+
+    /// A guard that does [`stop_upstreams`](Self::stop_upstreams) when it
+    /// is dropped: a program holds it while it serves, so that every way
+    /// out (a return, an error, a panic unwinding, a future dropped on a
+    /// signal) stops the upstreams.
+    pub fn upstream_stopper(&self) -> StopOnDrop {
+        self.groups.stop_on_drop()
+    }
+
+    /// Appends a `decided` entry to the audit log and waits until it is on
+    /// disk: the call it records goes on only then.
+    pub(super) async fn record(&self, entry: &Entry) -> Result<(), String> {
+        self.log
+            .record(entry, Durability::Synced)
+            .await
+            .map_err(|error| error.to_string())
+    }
+}

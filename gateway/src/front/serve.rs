@@ -1,0 +1,206 @@
+//! Serving the gateway: one stdio client ([`serve_stdio`]), or streamable
+//! HTTP ([`router`] for an application's own axum app, [`serve_http`] to
+//! serve it alone), each listener bound loopback-only unless
+//! `listen.public`, its connections with `TCP_NODELAY`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::serve::{Listener, ListenerExt};
+use mcp_hints::wire::HttpGuard;
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::{TcpListener, TcpStream};
+use tower::Layer;
+
+use super::auth::{BearerAuthLayer, SessionOwnershipLayer};
+use super::{Front, Gateway};
+
+#[cfg(doc)]
+use crate::approval::Approvals;
+
+/// Serves one stdio client on stdin/stdout (principal `local`), every
+/// message checked by the wire guard first, until stdin closes or `stop`
+/// resolves (the command's signals). Pipes and sockets are read and written
+/// without Tokio's blocking pool ([`mcp_hints::stdio`]).
+///
+/// # Errors
+///
+/// When the session cannot start.
+pub async fn serve_stdio(
+    gateway: Arc<Gateway>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let transport = mcp_hints::stdio::guarded();
+    let signal = stop;
+    tokio::pin!(signal);
+    let service = tokio::select! {
+        service = Front::stdio(gateway.clone()).serve(transport) => {
+            service.map_err(|error| format!("the stdio session did not start: {error}"))?
+        }
+        () = &mut signal => {
+            gateway.close();
+            return Ok(());
+        }
+    };
+    let stop = service.cancellation_token();
+    tokio::select! {
+        _ = service.waiting() => {}
+        () = &mut signal => stop.cancel(),
+    }
+    gateway.close();
+    Ok(())
+}
+
+/// The gateway's MCP endpoint as an axum [`Router`](axum::Router) serving
+/// `/mcp`, for an application to serve or to merge into its own router:
+/// the bearer-token check first (401 for any request without a client's
+/// token, before anything else is looked at), then the HTTP guard (403 for
+/// a foreign `Origin`, 404, 400 and 413), then rmcp's streamable HTTP
+/// service, which checks `Host` against loopback names and `bound`, the
+/// address the application listens on (DNS rebinding; streamable HTTP
+/// transport, "Security Warning"). Its sessions end with
+/// [`Gateway::end_sessions`].
+///
+/// Set `TCP_NODELAY` on the connections that reach it (see [`serve_http`]'s
+/// listener): without it a client that keeps its connection alive waits
+/// for its delayed acknowledgement on each request after the first.
+///
+/// # Errors
+///
+/// A `listen.allow_origins` entry that is not an origin.
+pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, String> {
+    let mut guard = HttpGuard::for_address(bound);
+    for origin in &gateway.config.listen.allow_origins {
+        guard = guard
+            .allow_origin(origin)
+            .map_err(|error| format!("listen.allow_origins: {error}"))?;
+    }
+    let mut config = StreamableHttpServerConfig::default();
+    // rmcp checks `Host` (DNS rebinding): loopback names, and here also
+    // the bound address.
+    config.allowed_hosts = allowed_hosts(bound);
+    config.max_request_body_bytes = mcp_hints::wire::DEFAULT_MAX_BODY_BYTES;
+    // A stateless answer with nothing before it goes back as one JSON body
+    // (one write, one wake-up of the client) rather than an event stream
+    // of three writes; a call whose upstream sends progress first still
+    // streams.
+    config.json_response = true;
+    config.cancellation_token = gateway.sessions_end.child_token();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let guard = guard.sessions(sessions.clone());
+    let front = Front::http(gateway.clone());
+    let service = StreamableHttpService::new(move || Ok(front.clone()), sessions, config);
+    // The token first: a request without one learns nothing from the
+    // guard's answers (which session ids are live, what a body lacks);
+    // then the session's owner, before the guard tells a live session
+    // from an unknown one.
+    let guarded = guard.service(service);
+    let owned = SessionOwnershipLayer::new().layer(guarded);
+    let authenticated = BearerAuthLayer::new(gateway).layer(owned);
+    Ok(axum::Router::new().nest_service("/mcp", authenticated))
+}
+
+/// Serves [`router`] at `http://ADDRESS/mcp` until `stop` resolves (the
+/// command's signals), every connection with `TCP_NODELAY`. Says the bound
+/// address on stderr: `gateway: serving MCP over streamable HTTP at
+/// http://ADDR/mcp`. At `stop`, parked calls are denied
+/// ([`Approvals::deny_all_stopping`]) before the sessions end.
+///
+/// # Errors
+///
+/// An address that is not loopback without `listen.public`, one that
+/// cannot be bound, or an `allow_origins` entry that is not an origin.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    address: SocketAddr,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let listener = bind(address, gateway.config.listen.public, "listen.http").await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|error| format!("listen.http: {error}"))?;
+    let app = router(gateway.clone(), bound)?;
+    eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
+    let stopping = gateway.clone();
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            stop.await;
+            // Parked calls are denied before the sessions end: ended first,
+            // they would pass for their clients' withdrawals, and their
+            // clients would get no answer.
+            if stopping.approvals.deny_all_stopping() > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            stopping.end_sessions();
+        })
+        .await;
+    gateway.close();
+    served.map_err(|error| format!("serving HTTP on {bound}: {error}"))
+}
+
+/// Binds `address`, refusing one that is not loopback unless `public`
+/// (the transport spec: "When running locally, servers SHOULD bind only to
+/// localhost"); every connection it accepts has `TCP_NODELAY` set.
+///
+/// Why `TCP_NODELAY`: an answer streamed as SSE ends with a chunk of its
+/// own (`0\r\n\r\n`), often in a write of its own. On a kept-alive
+/// connection Nagle's algorithm holds that small write until the client
+/// acknowledges the previous one, and clients delay acknowledgements (40 ms
+/// on Linux): each request after a connection's first would wait for it.
+pub(super) async fn bind(
+    address: SocketAddr,
+    public: bool,
+    key: &str,
+) -> Result<impl Listener<Io = TcpStream, Addr = SocketAddr>, String> {
+    if !public && !address.ip().is_loopback() {
+        return Err(format!(
+            "{key} = \"{address}\" is not a loopback address; set `listen.public = true` to \
+             listen beyond this machine (and keep its tokens secret)"
+        ));
+    }
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|error| format!("{key}: cannot listen on {address}: {error}"))?;
+    Ok(listener.tap_io(|stream: &mut TcpStream| {
+        // A socket that refuses the option still serves, only slower.
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!("gateway: cannot set TCP_NODELAY on a connection: {error}");
+        }
+    }))
+}
+
+/// The `Host` names an endpoint bound to `bound` answers to: rmcp's
+/// default for the client endpoint (`localhost`, `127.0.0.1`, `::1`, any
+/// port), and the bound address when it is neither loopback nor
+/// unspecified.
+pub(super) fn allowed_hosts(bound: SocketAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = StreamableHttpServerConfig::default().allowed_hosts;
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        hosts.push(bound.ip().to_string());
+    }
+    hosts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option cannot be seen from the client's end of a connection,
+    /// and a delayed-ACK stall shows only as time, which a test must not
+    /// measure: so this takes the connection from the listener both
+    /// endpoints serve on, as `axum::serve` does, and reads the option.
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let mut listener = bind(([127, 0, 0, 1], 0).into(), false, "listen.http")
+            .await
+            .unwrap();
+        let bound = listener.local_addr().unwrap();
+        let client = TcpStream::connect(bound).await.unwrap();
+        let (accepted, peer) = listener.accept().await;
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(accepted.nodelay().unwrap(), "TCP_NODELAY is off");
+    }
+}
