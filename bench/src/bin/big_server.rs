@@ -28,55 +28,28 @@ use std::process::ExitCode;
 
 use std::fmt::Write as _;
 
+use clap::Parser as _;
+use mcp_hints_bench::peers;
 use serde_json::{Value, json};
 
+/// The options, as audit_bench gives them.
+#[derive(clap::Parser)]
+#[command(about = "a stdio MCP server with many generated tools")]
 struct Options {
+    /// Tools served.
+    #[arg(long, default_value_t = 10_000)]
     tools: usize,
+    /// Tools per `tools/list` page.
+    #[arg(long, default_value_t = 100, value_parser = peers::at_least_one)]
     page_size: usize,
+    /// Write the pages into DIR (`page-001.json`, ...) and exit instead of
+    /// serving [default: serve over stdio].
+    #[arg(long, value_name = "DIR")]
     dump: Option<PathBuf>,
+    /// At exit, write this process's peak RSS to PATH, in bytes (`VmHWM`)
+    /// [default: not written].
+    #[arg(long, value_name = "PATH")]
     peak_file: Option<PathBuf>,
-}
-
-fn parse_args() -> Result<Options, String> {
-    let mut options = Options {
-        tools: 10_000,
-        page_size: 100,
-        dump: None,
-        peak_file: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--tools" => {
-                options.tools = args
-                    .next()
-                    .and_then(|value| value.parse().ok())
-                    .ok_or("`--tools` needs a number")?;
-            }
-            "--page-size" => {
-                options.page_size = args
-                    .next()
-                    .and_then(|value| value.parse().ok())
-                    .filter(|&value: &usize| value > 0)
-                    .ok_or("`--page-size` needs a positive number")?;
-            }
-            "--peak-file" => {
-                options.peak_file = Some(args.next().ok_or("`--peak-file` needs a path")?.into());
-            }
-            "--dump" => {
-                options.dump = Some(args.next().ok_or("`--dump` needs a directory")?.into())
-            }
-            "-h" | "--help" => {
-                return Err(
-                    "usage: big_server [--tools N (10000)] [--page-size P (100)] [--dump DIR] \
-                     [--peak-file PATH]"
-                        .to_owned(),
-                );
-            }
-            other => return Err(format!("unknown argument `{other}` (see --help)")),
-        }
-    }
-    Ok(options)
 }
 
 /// splitmix64: a cheap, well-mixed deterministic hash of a number.
@@ -463,13 +436,8 @@ fn write_peak(path: &PathBuf) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("big_server: {message}");
-            return ExitCode::from(2);
-        }
-    };
+    // clap prints the usage and exits 2 for a bad option, 0 for --help.
+    let options = Options::parse();
     let result = match &options.dump {
         Some(dir) => dump(dir, &options),
         None => match serve(&options) {
