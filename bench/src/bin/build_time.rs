@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use mcp_hints_bench::median;
+use clap::Parser as _;
+use mcp_hints_bench::{median, peers};
 use serde_json::Value;
 
 /// Which macros a generated crate uses.
@@ -67,40 +68,20 @@ impl Flavor {
     }
 }
 
+/// The options, as the README's command gives them.
+#[derive(clap::Parser)]
+#[command(about = "build time of a generated 200-tool server: mcp-hints' macros against rmcp's")]
 struct Options {
+    /// Measured rebuilds of each crate, after the warm-up build.
+    #[arg(long, default_value_t = 3, value_parser = peers::at_least_one)]
     rounds: usize,
+    /// Tools in each generated server.
+    #[arg(long, default_value_t = 200, value_parser = peers::at_least_one)]
     tools: usize,
+    /// Set `CARGO_INCREMENTAL=0`: every round compiles the crate from
+    /// scratch [default: incremental].
+    #[arg(long = "no-incremental", action = clap::ArgAction::SetFalse)]
     incremental: bool,
-}
-
-fn parse_args() -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 3,
-        tools: 200,
-        incremental: true,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = |name: &str| -> Result<usize, String> {
-            args.next()
-                .and_then(|value| value.parse().ok())
-                .filter(|&value: &usize| value > 0)
-                .ok_or_else(|| format!("`{name}` needs a positive number"))
-        };
-        match arg.as_str() {
-            "--rounds" => options.rounds = number("--rounds")?,
-            "--tools" => options.tools = number("--tools")?,
-            "--no-incremental" => options.incremental = false,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: build_time [--rounds N (3)] [--tools N (200)] [--no-incremental]"
-                        .to_owned(),
-                );
-            }
-            other => return Err(format!("unknown argument `{other}` (see --help)")),
-        }
-    }
-    Ok(options)
 }
 
 /// The hints of tool `i`: `(mcp-hints flags, [readOnly, destructive,
@@ -459,8 +440,9 @@ fn run(options: &Options) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let result = parse_args().and_then(|options| run(&options));
-    match result {
+    // clap prints the usage and exits 2 for a bad option, 0 for --help.
+    let options = Options::parse();
+    match run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("build_time: {message}");
