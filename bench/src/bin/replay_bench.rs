@@ -34,11 +34,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use clap::Parser as _;
 use mcp_hints::client::{ReplaySafeClient, ToolCall};
 use mcp_hints::idempotency::{Idempotency, IdempotentServer, RedbStore, RedisStore};
 use mcp_hints::policy::Trust;
 use mcp_hints::{tool, tool_handler, tool_router};
-use mcp_hints_bench::{connect, median};
+use mcp_hints_bench::{connect, median, peers};
 use rmcp::RoleClient;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolRequestParams;
@@ -138,57 +139,41 @@ async fn per_call<F: Future<Output = ()>>(batch: usize, mut one: impl FnMut(usiz
     started.elapsed().as_secs_f64() / batch as f64
 }
 
+/// The options, as the README's commands give them.
+#[derive(clap::Parser)]
+#[command(about = "replay safety: keyed calls, duplicate hits, stores and the replay-safe client")]
 struct Options {
+    /// Interleaved rounds of each pair.
+    #[arg(long, default_value_t = 15, value_parser = peers::at_least_one)]
     rounds: usize,
+    /// Calls per round.
+    #[arg(long, default_value_t = 300, value_parser = peers::at_least_one)]
     batch: usize,
+    /// Make only `--calls` calls of this side, printing nothing, for an
+    /// instruction profiler: unkeyed or keyed `append`, a duplicate hit,
+    /// rmcp's bare client or the replay-safe one [default: every measure,
+    /// printed].
+    #[arg(long, value_name = "SIDE")]
     only: Option<Side>,
+    /// Calls of the `--only` side, after one to warm it up.
+    #[arg(long, default_value_t = 2_000)]
     calls: usize,
 }
 
-/// One side of a pair, run alone under a profiler.
-#[derive(Clone, Copy, PartialEq)]
+/// One side of a pair, run alone under a profiler. The variants have no
+/// doc comments, which clap would show as a long list under `--help`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Side {
+    // Unkeyed `append`, the in-memory store.
     Unkeyed,
+    // Keyed `append_keyed`, a new key each call, the in-memory store.
     Keyed,
+    // `append_keyed` with the same key and arguments: the recorded result.
     Hit,
+    // rmcp's bare `call_tool` of `count`.
     Rmcp,
+    // `ReplaySafeClient::call_tool` of `count`.
     Safe,
-}
-
-fn options() -> Options {
-    let mut options = Options {
-        rounds: 15,
-        batch: 300,
-        only: None,
-        calls: 2_000,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let value = args.next();
-        let number = value.as_deref().and_then(|value| value.parse().ok());
-        let side = match value.as_deref() {
-            Some("unkeyed") => Some(Side::Unkeyed),
-            Some("keyed") => Some(Side::Keyed),
-            Some("hit") => Some(Side::Hit),
-            Some("rmcp") => Some(Side::Rmcp),
-            Some("safe") => Some(Side::Safe),
-            _ => None,
-        };
-        match (arg.as_str(), number, side) {
-            ("--rounds", Some(value), _) => options.rounds = value,
-            ("--batch", Some(value), _) => options.batch = value,
-            ("--calls", Some(value), _) => options.calls = value,
-            ("--only", _, Some(side)) => options.only = Some(side),
-            _ => {
-                eprintln!(
-                    "usage: replay_bench [--rounds N] [--batch N] \
-                     [--only unkeyed|keyed|hit|rmcp|safe --calls N]"
-                );
-                std::process::exit(2);
-            }
-        }
-    }
-    options
 }
 
 /// `calls` calls of one side, after one to warm it up.
@@ -239,7 +224,8 @@ fn micros(seconds: f64) -> String {
 }
 
 fn main() {
-    let options = options();
+    // clap prints the usage and exits 2 for a bad option, 0 for --help.
+    let options = Options::parse();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -252,10 +238,17 @@ fn main() {
 
 async fn run(options: Options) {
     let Options { rounds, batch, .. } = options;
+    // One sequence of keys for the whole run: no key is used twice.
     let keys = AtomicU64::new(0);
-    let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
+    keyed_against_unkeyed(rounds, batch, &keys).await;
+    stores(rounds, batch, &keys).await;
+    replay_safe_client(rounds, batch).await;
+}
 
-    // 1 and 2: keyed against unkeyed, and the duplicate hit, in memory.
+/// 1 and 2: keyed against unkeyed, and the duplicate hit, in memory; prints
+/// the first table.
+async fn keyed_against_unkeyed(rounds: usize, batch: usize, keys: &AtomicU64) {
+    let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
     let client = ledger(Idempotency::default()).await;
     let warm = call("append", json!({"request_id": "warm", "text": "warm"}));
     client.call_tool(warm).await.expect("append answers");
@@ -310,9 +303,11 @@ async fn run(options: Options) {
         micros(hits),
         hits / unkeyed
     );
-    drop(client);
+}
 
-    // 3: keyed calls per second on each store.
+/// 3: keyed calls per second on each store; prints the second table.
+async fn stores(rounds: usize, batch: usize, keys: &AtomicU64) {
+    let fresh_key = || format!("k-{}", keys.fetch_add(1, Ordering::Relaxed));
     println!("\n| store | keyed calls per second | time per call |");
     println!("|---|---|---|");
     let directory = tempdir();
@@ -358,8 +353,11 @@ async fn run(options: Options) {
     }
     drop(redis);
     let _ = std::fs::remove_dir_all(&directory);
+}
 
-    // 4: the replay-safe client against rmcp's bare call_tool.
+/// 4: the replay-safe client against rmcp's bare `call_tool`; prints the
+/// third table.
+async fn replay_safe_client(rounds: usize, batch: usize) {
     let bare = ledger(Idempotency::default()).await;
     let safe = ReplaySafeClient::builder()
         .trust(Trust::Trusted)
