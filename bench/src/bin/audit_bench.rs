@@ -38,7 +38,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use mcp_hints_bench::median;
+use clap::Parser as _;
+use mcp_hints_bench::{median, peers};
 use serde_json::Value;
 
 const HINTS: [&str; 4] = [
@@ -48,6 +49,57 @@ const HINTS: [&str; 4] = [
     "openWorldHint",
 ];
 
+/// The options, as the README's command gives them.
+#[derive(clap::Parser)]
+#[command(about = "mcp-hints audit against a Python baseline: wall time and peak memory")]
+#[command(args_conflicts_with_subcommands = true)]
+struct Args {
+    /// Measured rounds after the warm-up round, each running every audit once.
+    #[arg(long, default_value_t = 5, value_parser = peers::at_least_one)]
+    rounds: usize,
+    /// Tools big_server serves.
+    #[arg(long, default_value_t = 10_000, value_parser = peers::at_least_one)]
+    tools: usize,
+    /// Tools per `tools/list` page.
+    #[arg(long, default_value_t = 100, value_parser = peers::at_least_one)]
+    page_size: usize,
+    /// The `mcp-hints` executable measured; by default the release build in
+    /// `$CARGO_TARGET_DIR`, else in `<workspace>/target`.
+    #[arg(long, value_name = "PATH", default_value_os_t = default_cli())]
+    cli: PathBuf,
+    /// The big_server executable [default: `big_server` beside this
+    /// executable].
+    #[arg(long, value_name = "PATH")]
+    server: Option<PathBuf>,
+    /// The Python interpreter the baseline runs on.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    python: OsString,
+    #[command(subcommand)]
+    helper: Option<Helper>,
+}
+
+/// This program run by itself: see [`spawn_measured`].
+#[derive(clap::Subcommand)]
+enum Helper {
+    /// Runs PROGRAM with its stdout in OUT and its stderr in ERR, and prints
+    /// `WALL_SECS PEAK_BYTES CPU_SECS CODE`.
+    #[command(long_flag = "spawn-measured", hide = true, disable_help_flag = true)]
+    SpawnMeasured {
+        /// OUT, ERR, PROGRAM and PROGRAM's arguments, taken as they are:
+        /// one list, so that a `--` or a `--help` anywhere after OUT is
+        /// PROGRAM's, not clap's.
+        #[arg(
+            required = true,
+            num_args = 3..,
+            value_names = ["OUT", "ERR", "PROGRAM", "ARGS"],
+            trailing_var_arg = true,
+            allow_hyphen_values = true
+        )]
+        command: Vec<OsString>,
+    },
+}
+
+/// The options resolved: the paths the run uses.
 struct Options {
     rounds: usize,
     tools: usize,
@@ -82,47 +134,24 @@ fn default_server() -> Result<PathBuf, String> {
     Ok(dir.join(format!("big_server{}", std::env::consts::EXE_SUFFIX)))
 }
 
-const USAGE: &str = "usage: audit_bench [--rounds N (5)] [--tools N (10000)] [--page-size P (100)] \
-                     [--cli PATH] [--server PATH] [--python PATH (python3)]";
-
-fn parse_args() -> Result<Options, String> {
-    let mut options = Options {
-        rounds: 5,
-        tools: 10_000,
-        page_size: 100,
-        cli: default_cli(),
-        server: PathBuf::new(),
-        python: "python3".into(),
-        baseline: workspace_root().join("bench/baseline/audit.py"),
-    };
-    let mut server = None;
-    let mut args = std::env::args_os().skip(1);
-    while let Some(arg) = args.next() {
-        let arg = arg.to_string_lossy().into_owned();
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("`{name}` needs a value"));
-        let number = |name: &str, value: OsString| {
-            value
-                .to_str()
-                .and_then(|value| value.parse().ok())
-                .filter(|&value: &usize| value > 0)
-                .ok_or_else(|| format!("`{name}` needs a positive number"))
+impl Options {
+    /// `args` with big_server's default path filled in and the baseline's
+    /// path added.
+    fn resolve(args: Args) -> Result<Options, String> {
+        let server = match args.server {
+            Some(server) => server,
+            None => default_server()?,
         };
-        match arg.as_str() {
-            "--rounds" => options.rounds = number("--rounds", value("--rounds")?)?,
-            "--tools" => options.tools = number("--tools", value("--tools")?)?,
-            "--page-size" => options.page_size = number("--page-size", value("--page-size")?)?,
-            "--cli" => options.cli = value("--cli")?.into(),
-            "--server" => server = Some(value("--server")?.into()),
-            "--python" => options.python = value("--python")?,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument `{other}` (see --help)")),
-        }
+        Ok(Options {
+            rounds: args.rounds,
+            tools: args.tools,
+            page_size: args.page_size,
+            cli: args.cli,
+            server,
+            python: args.python,
+            baseline: workspace_root().join("bench/baseline/audit.py"),
+        })
     }
-    options.server = match server {
-        Some(server) => server,
-        None => default_server()?,
-    };
-    Ok(options)
 }
 
 /// One finished child.
@@ -175,8 +204,8 @@ fn wait4(pid: u32) -> Result<(Option<i32>, u64, f64), String> {
 /// audits' outputs. The helper is a fresh, small process that does nothing
 /// else, so its children's figures are their own (the floor is the helper's
 /// own few MiB, printed as "measurement floor").
-fn spawn_measured(args: &[OsString]) -> Result<(), String> {
-    let [out, err, program, args @ ..] = args else {
+fn spawn_measured(command: &[OsString]) -> Result<(), String> {
+    let [out, err, program, args @ ..] = command else {
         return Err("usage: --spawn-measured OUT ERR PROGRAM ARGS...".to_owned());
     };
     let create = |path: &OsString| {
@@ -453,6 +482,22 @@ impl Samples {
 }
 
 fn run(options: &Options) -> Result<bool, String> {
+    let python = check_inputs(options)?;
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("mcp-hints-audit-bench-{}", std::process::id())));
+    let pages = dump_pages(options, &dir.0)?;
+    // The floor of the peak figures: a tiny program run the same way.
+    let floor = measure(&options.server, &["--help".into()], &dir.0)?.peak_rss;
+    let peak_file = dir.0.join("server-peak");
+    let commands = Commands::new(options, &pages, &peak_file);
+    print_header(options, &python, &pages);
+    let rounds = measure_rounds(options, &python, &commands, &dir.0, &peak_file)?;
+    Ok(report(&rounds, &pages, floor))
+}
+
+/// Checks that the CLI, big_server and the baseline are where the options
+/// say; returns the real interpreter behind `--python`.
+fn check_inputs(options: &Options) -> Result<PathBuf, String> {
     for (path, what, hint) in [
         (
             &options.cli,
@@ -474,59 +519,94 @@ fn run(options: &Options) -> Result<bool, String> {
             return Err(format!("{what} is not at {}: {hint}", path.display()));
         }
     }
-    let python = resolve_python(&options.python)?;
+    resolve_python(&options.python)
+}
 
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("mcp-hints-audit-bench-{}", std::process::id())));
-    let page_dir = dir.0.join("pages");
+/// The pages big_server saved with `--dump`.
+struct Pages {
+    /// The page files, in order.
+    paths: Vec<PathBuf>,
+    /// Their total size, in bytes.
+    json_size: u64,
+}
+
+/// Runs `big_server --dump` into `dir/pages`.
+fn dump_pages(options: &Options, dir: &Path) -> Result<Pages, String> {
+    let page_dir = dir.join("pages");
     let mut dump_args = server_args(options);
     dump_args.extend(["--dump".into(), page_dir.clone().into_os_string()]);
-    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
-    let dump = measure(&options.server, &dump_args, &dir.0)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dump = measure(&options.server, &dump_args, dir)?;
     if dump.code != Some(0) {
         return Err(format!(
             "big_server --dump failed: {}",
             String::from_utf8_lossy(&dump.stderr).trim()
         ));
     }
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(&page_dir)
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&page_dir)
         .and_then(|entries| entries.map(|entry| entry.map(|e| e.path())).collect())
         .map_err(|e| format!("{}: {e}", page_dir.display()))?;
-    pages.sort();
-    let json_size: u64 = pages
+    paths.sort();
+    let json_size: u64 = paths
         .iter()
         .map(|page| std::fs::metadata(page).map(|m| m.len()))
         .sum::<std::io::Result<u64>>()
         .map_err(|e| e.to_string())?;
-    // The floor of the peak figures: a tiny program run the same way.
-    let floor = measure(&options.server, &["--help".into()], &dir.0)?.peak_rss;
+    Ok(Pages { paths, json_size })
+}
 
-    let peak_file = dir.0.join("server-peak");
-    let mut live_tail: Vec<OsString> = vec!["--".into(), options.server.clone().into()];
-    live_tail.extend(server_args(options));
-    live_tail.extend(["--peak-file".into(), peak_file.clone().into()]);
-    let audit = |mut args: Vec<OsString>, tail: &[OsString]| {
-        args.extend(tail.iter().cloned());
-        args
-    };
-    let page_args: Vec<OsString> = pages.iter().map(|p| p.clone().into_os_string()).collect();
-    let rust_head: Vec<OsString> = vec!["audit".into(), "--trusted".into(), "--json".into()];
-    let rust_live = audit(rust_head.clone(), &live_tail);
-    let rust_files = audit(rust_head, &page_args);
-    let py_head: Vec<OsString> = vec![
-        "-S".into(),
-        options.baseline.clone().into(),
-        "--trusted".into(),
-    ];
-    let py_live = audit(py_head.clone(), &live_tail);
-    let py_files = audit(audit(py_head, &["--files".into()]), &page_args);
-    let bare: Vec<OsString> = vec!["-S".into(), "-c".into(), "pass".into()];
+/// The arguments of each measured run.
+struct Commands {
+    /// `mcp-hints audit` of big_server over stdio.
+    rust_live: Vec<OsString>,
+    /// `mcp-hints audit` of the saved pages.
+    rust_files: Vec<OsString>,
+    /// `audit.py` of big_server over stdio.
+    py_live: Vec<OsString>,
+    /// `audit.py` of the saved pages.
+    py_files: Vec<OsString>,
+    /// The interpreter's bare start-up.
+    bare: Vec<OsString>,
+}
 
+impl Commands {
+    /// The live runs' big_server writes its peak to `peak_file`.
+    fn new(options: &Options, pages: &Pages, peak_file: &Path) -> Commands {
+        let mut live_tail: Vec<OsString> = vec!["--".into(), options.server.clone().into()];
+        live_tail.extend(server_args(options));
+        live_tail.extend(["--peak-file".into(), peak_file.to_path_buf().into()]);
+        let audit = |mut args: Vec<OsString>, tail: &[OsString]| {
+            args.extend(tail.iter().cloned());
+            args
+        };
+        let page_args: Vec<OsString> = pages
+            .paths
+            .iter()
+            .map(|p| p.clone().into_os_string())
+            .collect();
+        let rust_head: Vec<OsString> = vec!["audit".into(), "--trusted".into(), "--json".into()];
+        let py_head: Vec<OsString> = vec![
+            "-S".into(),
+            options.baseline.clone().into(),
+            "--trusted".into(),
+        ];
+        Commands {
+            rust_live: audit(rust_head.clone(), &live_tail),
+            rust_files: audit(rust_head, &page_args),
+            py_live: audit(py_head.clone(), &live_tail),
+            py_files: audit(audit(py_head, &["--files".into()]), &page_args),
+            bare: vec!["-S".into(), "-c".into(), "pass".into()],
+        }
+    }
+}
+
+fn print_header(options: &Options, python: &Path, pages: &Pages) {
     println!(
-        "audit of {} tools in {} pages of {} ({json_size} bytes of JSON); {} rounds after a warm-up",
+        "audit of {} tools in {} pages of {} ({} bytes of JSON); {} rounds after a warm-up",
         options.tools,
-        pages.len(),
+        pages.paths.len(),
         options.page_size,
+        pages.json_size,
         options.rounds
     );
     println!(
@@ -539,31 +619,67 @@ fn run(options: &Options) -> Result<bool, String> {
         options.baseline.display()
     );
     println!("  server:    {}", options.server.display());
+}
 
+/// What the measured rounds gathered.
+struct Rounds {
+    ours_live: Samples,
+    theirs_live: Samples,
+    ours_files: Samples,
+    theirs_files: Samples,
+    /// big_server alone: wall time and its own peak.
+    alone: Samples,
+    /// `python -S -c pass`.
+    startup: Samples,
+    /// big_server's own peaks under the live audits, in bytes.
+    server_peaks: Vec<f64>,
+    /// Bytes big_server alone wrote, JSON-RPC envelopes included.
+    wire: u64,
+    /// Tools audited and how many of them are `resend`.
+    summary: (usize, usize),
+}
+
+/// The warm-up round and `--rounds` measured rounds, each checking that
+/// the audits agree; prints a line per measured round.
+fn measure_rounds(
+    options: &Options,
+    python: &Path,
+    commands: &Commands,
+    dir: &Path,
+    peak_file: &Path,
+) -> Result<Rounds, String> {
     let [
-        mut ours_live,
-        mut theirs_live,
-        mut ours_files,
-        mut theirs_files,
-        mut alone,
-        mut startup,
+        ours_live,
+        theirs_live,
+        ours_files,
+        theirs_files,
+        alone,
+        startup,
     ] = std::array::from_fn(|_| Samples::default());
-    let mut server_peaks = Vec::new();
-    let mut wire = 0;
-    let mut summary = (0, 0);
+    let mut rounds = Rounds {
+        ours_live,
+        theirs_live,
+        ours_files,
+        theirs_files,
+        alone,
+        startup,
+        server_peaks: Vec::new(),
+        wire: 0,
+        summary: (0, 0),
+    };
     let live_run = |args: &[OsString], program: &Path| -> Result<(Run, f64), String> {
-        let _ = std::fs::remove_file(&peak_file);
-        let run = measure(program, args, &dir.0)?;
+        let _ = std::fs::remove_file(peak_file);
+        let run = measure(program, args, dir)?;
         // Read only if the audit got that far; `agree` reports failures.
-        let peak = server_peak(&peak_file).map_or(0.0, |peak| peak as f64);
+        let peak = server_peak(peak_file).map_or(0.0, |peak| peak as f64);
         Ok((run, peak))
     };
     for round in 0..=options.rounds {
-        let (rl, rl_server) = live_run(&rust_live, &options.cli)?;
-        let (pl, pl_server) = live_run(&py_live, &python)?;
+        let (rl, rl_server) = live_run(&commands.rust_live, &options.cli)?;
+        let (pl, pl_server) = live_run(&commands.py_live, python)?;
         let live = agree(&rl, &pl).map_err(|e| format!("live audits disagree: {e}"))?;
-        let rf = measure(&options.cli, &rust_files, &dir.0)?;
-        let pf = measure(&python, &py_files, &dir.0)?;
+        let rf = measure(&options.cli, &commands.rust_files, dir)?;
+        let pf = measure(python, &commands.py_files, dir)?;
         let files = agree(&rf, &pf).map_err(|e| format!("saved-pages audits disagree: {e}"))?;
         if live != files {
             return Err(format!(
@@ -576,10 +692,10 @@ fn run(options: &Options) -> Result<bool, String> {
                 live.0, options.tools
             ));
         }
-        summary = live;
-        let (alone_wall, alone_peak, bytes) = serve_alone(options, &dir.0)?;
-        wire = bytes;
-        let bare_run = measure(&python, &bare, &dir.0)?;
+        rounds.summary = live;
+        let (alone_wall, alone_peak, bytes) = serve_alone(options, dir)?;
+        rounds.wire = bytes;
+        let bare_run = measure(python, &commands.bare, dir)?;
         if round == 0 {
             continue; // warm-up
         }
@@ -587,16 +703,34 @@ fn run(options: &Options) -> Result<bool, String> {
             "round {round}: live {:.3} s / {:.3} s, saved {:.3} s / {:.3} s (mcp-hints / python)",
             rl.wall, pl.wall, rf.wall, pf.wall
         );
-        ours_live.push(&rl);
-        theirs_live.push(&pl);
-        ours_files.push(&rf);
-        theirs_files.push(&pf);
-        alone.wall.push(alone_wall);
-        alone.rss.push(alone_peak as f64);
-        server_peaks.extend([rl_server, pl_server]);
-        startup.push(&bare_run);
+        rounds.ours_live.push(&rl);
+        rounds.theirs_live.push(&pl);
+        rounds.ours_files.push(&rf);
+        rounds.theirs_files.push(&pf);
+        rounds.alone.wall.push(alone_wall);
+        rounds.alone.rss.push(alone_peak as f64);
+        rounds.server_peaks.extend([rl_server, pl_server]);
+        rounds.startup.push(&bare_run);
     }
+    Ok(rounds)
+}
 
+/// Prints the medians, the goals and the notes on what was measured;
+/// tells whether both goals were met. `floor` is the helper's own peak, in
+/// bytes.
+fn report(rounds: &Rounds, pages: &Pages, floor: u64) -> bool {
+    let Rounds {
+        ours_live,
+        theirs_live,
+        ours_files,
+        theirs_files,
+        alone,
+        startup,
+        server_peaks,
+        wire,
+        summary,
+    } = rounds;
+    let json_size = pages.json_size;
     println!(
         "\nboth audits agree: {} tools, {} resend, {} read_back_first (same names, decisions, hints and exit code)",
         summary.0,
@@ -606,8 +740,8 @@ fn run(options: &Options) -> Result<bool, String> {
     println!("\nmedians              mcp-hints      python         python/mcp-hints");
     let mut pass = true;
     for (label, ours, theirs) in [
-        ("live (stdio)", &ours_live, &theirs_live),
-        ("saved pages", &ours_files, &theirs_files),
+        ("live (stdio)", ours_live, theirs_live),
+        ("saved pages", ours_files, theirs_files),
     ] {
         let (wall, py_wall) = (median(&ours.wall), median(&theirs.wall));
         let (rss, py_rss) = (median(&ours.rss), median(&theirs.rss));
@@ -647,7 +781,7 @@ fn run(options: &Options) -> Result<bool, String> {
     println!(
         "\nJSON: {json_size} bytes ({}) in the {} saved pages; {wire} bytes on the wire (JSON-RPC envelopes included)",
         mib(json_size as f64),
-        pages.len()
+        pages.paths.len()
     );
     println!(
         "big_server alone (this runner as its client): {:.3} s, peak {}; its peak under the live audits: at most {}",
@@ -667,7 +801,7 @@ fn run(options: &Options) -> Result<bool, String> {
          parent's peak carries over (measurement floor: {}). Linux folds in the peaks of the children\n\
          the audit reaped as a maximum, not a sum: live, that is max(audit, big_server), and big_server's\n\
          own peak (VmHWM, above) is below the audits' unless a warning follows.",
-        pages.len(),
+        pages.paths.len(),
         mib(floor as f64)
     );
     if server_max >= median(&ours_live.rss).min(median(&theirs_live.rss)) {
@@ -675,13 +809,14 @@ fn run(options: &Options) -> Result<bool, String> {
             "WARNING: big_server's own peak reaches an audit's: a live peak figure may be the server's"
         );
     }
-    Ok(pass)
+    pass
 }
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    if args.first().is_some_and(|arg| arg == "--spawn-measured") {
-        return match spawn_measured(&args[1..]) {
+    // clap prints the usage and exits 2 for a bad option, 0 for --help.
+    let args = Args::parse();
+    if let Some(Helper::SpawnMeasured { command }) = &args.helper {
+        return match spawn_measured(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
                 eprintln!("audit_bench --spawn-measured: {message}");
@@ -689,7 +824,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let options = match parse_args() {
+    let options = match Options::resolve(args) {
         Ok(options) => options,
         Err(message) => {
             eprintln!("audit_bench: {message}");
