@@ -45,13 +45,13 @@
 //! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin gateway_bench -- [--rounds N (20)] [--batch N (100)] [--warmup N (200)] [--log-dir DIR]
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use mcp_hints_bench::peers::{
-    Process, START_TIMEOUT, TempDir, binaries, gateway_config, install_mcp_proxy, percentile,
-    start_gateway, start_mcp_proxy, start_notes_http, toml_string, toml_string_list,
+    Binaries, Process, START_TIMEOUT, TempDir, binaries, gateway_config, install_mcp_proxy,
+    percentile, start_gateway, start_mcp_proxy, start_notes_http, toml_string, toml_string_list,
 };
 use mcp_hints_bench::{median, peers};
 use rmcp::model::CallToolRequestParams;
@@ -95,12 +95,6 @@ fn main() -> ExitCode {
 }
 
 async fn run(options: &Options) -> Result<(), String> {
-    let Options {
-        rounds,
-        batch,
-        warmup,
-        ref log_dir,
-    } = *options;
     let binaries = binaries(None)?;
     let proxy = install_mcp_proxy(&binaries.target.join("bench-peers").join("venv"))?;
     // reqwest is built with rustls and no default crypto provider when the
@@ -109,7 +103,7 @@ async fn run(options: &Options) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let scratch = TempDir::new(&std::env::temp_dir())?;
     // Removed at the end like the scratch directory.
-    let log_scratch = log_dir.as_deref().map(TempDir::new).transpose()?;
+    let log_scratch = options.log_dir.as_deref().map(TempDir::new).transpose()?;
     let token = format!(
         "bench-{}-{}",
         std::process::id(),
@@ -117,9 +111,31 @@ async fn run(options: &Options) -> Result<(), String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.as_nanos())
     );
-    let notes = binaries.notes.to_string_lossy().into_owned();
-
     let logs = log_scratch.as_ref().map_or(&scratch.0, |dir| &dir.0);
+    let mut setups = start_setups(&binaries, &proxy, &scratch, logs, &token).await?;
+    measure(&mut setups, options).await?;
+    report(&setups, options)?;
+    for setup in &mut setups {
+        setup.close().await;
+    }
+    // The processes are stopped as `setups` drops, then the scratch
+    // directory is removed.
+    drop(setups);
+    drop(scratch);
+    Ok(())
+}
+
+/// Starts the six set-ups, in the order of the module's list: `proxy` is
+/// the `mcp-proxy` script, `logs` the gateways' audit-log directory and
+/// `token` their client's bearer token.
+async fn start_setups(
+    binaries: &Binaries,
+    proxy: &Path,
+    scratch: &TempDir,
+    logs: &Path,
+    token: &str,
+) -> Result<Vec<Setup>, String> {
+    let notes = binaries.notes.to_string_lossy().into_owned();
     eprintln!("gateway_bench: starting the six set-ups");
     let mut setups = Vec::new();
 
@@ -143,7 +159,7 @@ async fn run(options: &Options) -> Result<(), String> {
         "command = {}",
         toml_string_list(std::slice::from_ref(&notes))
     );
-    let config = gateway_config(&scratch, logs, "stdio-front", &token, &upstream)?;
+    let config = gateway_config(scratch, logs, "stdio-front", token, &upstream)?;
     let mut command = tokio::process::Command::new(&binaries.gateway);
     command
         .args(["gateway", "serve", "--stdio", "--config"])
@@ -162,9 +178,8 @@ async fn run(options: &Options) -> Result<(), String> {
     ));
 
     // 3. The gateway over HTTP, stdio upstream.
-    let (gateway, url) =
-        start_gateway(&binaries, &scratch, logs, "stdio", &token, &upstream).await?;
-    let client = http_client(&url, Some(&token), "gateway, stdio upstream").await?;
+    let (gateway, url) = start_gateway(binaries, scratch, logs, "stdio", token, &upstream).await?;
+    let client = http_client(&url, Some(token), "gateway, stdio upstream").await?;
     setups.push(Setup::new(
         "gateway over HTTP, stdio upstream",
         "notes__list_notes",
@@ -173,7 +188,7 @@ async fn run(options: &Options) -> Result<(), String> {
     ));
 
     // 4. mcp-proxy, stdio upstream.
-    let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes, &[]).await?;
+    let (proxy, url) = start_mcp_proxy(proxy, &binaries.notes, &[]).await?;
     let client = http_client(&url, None, "mcp-proxy, stdio upstream").await?;
     setups.push(Setup::new(
         "mcp-proxy 0.13.0, stdio upstream",
@@ -195,9 +210,8 @@ async fn run(options: &Options) -> Result<(), String> {
     // 6. The gateway, HTTP upstream (a notes of its own).
     let (server, upstream_url) = start_notes_http(&binaries.notes).await?;
     let upstream = format!("url = {}", toml_string(&upstream_url));
-    let (gateway, url) =
-        start_gateway(&binaries, &scratch, logs, "http", &token, &upstream).await?;
-    let client = http_client(&url, Some(&token), "gateway, HTTP upstream").await?;
+    let (gateway, url) = start_gateway(binaries, scratch, logs, "http", token, &upstream).await?;
+    let client = http_client(&url, Some(token), "gateway, HTTP upstream").await?;
     // The gateway first, so that it is stopped before its upstream.
     setups.push(Setup::new(
         "gateway over HTTP, HTTP upstream",
@@ -205,12 +219,23 @@ async fn run(options: &Options) -> Result<(), String> {
         client,
         vec![gateway, server],
     ));
+    Ok(setups)
+}
 
-    for setup in &mut setups {
+/// Checks every set-up answers, warms each up, then times the interleaved
+/// rounds; the latencies are kept in each set-up.
+async fn measure(setups: &mut [Setup], options: &Options) -> Result<(), String> {
+    let Options {
+        rounds,
+        batch,
+        warmup,
+        ..
+    } = *options;
+    for setup in setups.iter_mut() {
         setup.ready().await?;
     }
     eprintln!("gateway_bench: warming up ({warmup} calls each)");
-    for setup in &mut setups {
+    for setup in setups.iter_mut() {
         for _ in 0..warmup {
             setup.call().await?;
         }
@@ -226,7 +251,21 @@ async fn run(options: &Options) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
 
+/// Prints each set-up's p50 and p99 and the ratios.
+///
+/// # Errors
+///
+/// When `setups` are not the six of [`start_setups`].
+fn report(setups: &[Setup], options: &Options) -> Result<(), String> {
+    let Options {
+        rounds,
+        batch,
+        warmup,
+        ..
+    } = *options;
     let figures: Vec<(f64, f64)> = setups
         .iter()
         .map(|setup| {
@@ -286,14 +325,6 @@ async fn run(options: &Options) -> Result<(), String> {
         proxy,
         "",
     );
-
-    for setup in &mut setups {
-        setup.close().await;
-    }
-    // The processes are stopped as `setups` drops, then the scratch
-    // directory is removed.
-    drop(setups);
-    drop(scratch);
     Ok(())
 }
 
