@@ -33,6 +33,41 @@
 //! characters outside `[A-Za-z0-9_-]` with `_`, are refused at start, both
 //! named.
 //!
+//! # Logging
+//!
+//! The crate prints nothing: what it has to say is a [`tracing`] event, and
+//! nothing is shown unless the application installs a subscriber
+//! (`mcp-hints gateway serve` and `check` print them on stderr). Each event's
+//! message is one line, without a `gateway: ` prefix (`mcp-hints gateway`
+//! prints `gateway: MESSAGE`); the peer text in it (an upstream's tool name
+//! or error, a principal, a stderr line) is escaped already, as are the
+//! fields that carry such text. Its fields, for a log pipeline, repeat what
+//! the message says. Each target is the module the event comes from:
+//!
+//! | target (under `mcp_hints_gateway::`) | level | event | fields |
+//! |---|---|---|---|
+//! | `front::catalogue` | info | start-up: `N tools from M upstreams (K unavailable)` | `tools`, `upstreams`, `unavailable` (counts) |
+//! | `front::catalogue` | warn | a tool left out for its name | `upstream`, `tool`, `problem` |
+//! | `upstream` | warn | an upstream unavailable, at start or later | `upstream`, `reason` |
+//! | `upstream` | warn | an upstream started again (what it kept is gone) | `upstream`, `restarts` (so far) |
+//! | `upstream` | info | an upstream serves again, or is reachable now | `upstream` |
+//! | `upstream::stderr` ([`upstream::STDERR_TARGET`]) | info | a line of a stdio upstream's stderr, the line as the message (`mcp-hints gateway` prints `UPSTREAM: LINE`) | `upstream`, `cut` (the line was cut) |
+//! | `front::gateway` | warn | a changed tool list not listed, or not served: the old one stays | `upstream` (when listing failed), `error` |
+//! | `front::gateway` | error | the audit log not synced when the gateway stops | `error` |
+//! | `front::call` | info | a call parked for approval, with the command that approves it | `call_id`, `tool`, `principal` |
+//! | `front::call` | info | a call of a drifted tool parked | `call_id`, `tool`, `drift` (what changed) |
+//! | `front::call` | info | a parked call abandoned by its client | `call_id`, `tool` |
+//! | `front::call` | error | a call's entry that could not be written | `call_id`, `error`, `outcome` (when the call ran) |
+//! | `front::serve` | info | serving MCP at an address | `address` |
+//! | `front::serve` | warn | `TCP_NODELAY` refused by a connection | `error` |
+//! | `front::admin` | info | the admin endpoint's address | `address` |
+//! | `front::admin` | error | the admin endpoint stopped | `error` |
+//! | `log` | error | the audit log cannot be written: calls are refused | `path`, `error` |
+//! | `log` | info | the audit log is written again | `path` |
+//!
+//! Nothing is logged below info. Where an item's docs say a thing is said
+//! on stderr, it is one of these events.
+//!
 //! # Stopping
 //!
 //! Every stdio upstream runs in a process group of its own, recorded in

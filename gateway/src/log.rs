@@ -321,14 +321,19 @@ impl Health {
             self.append_failing = failure.is_some();
         }
         match (failure, before) {
-            (Some(error), false) => eprintln!(
-                "gateway: {}; calls are refused until it can be written",
-                mcp_hints_core::escape::one_line(&error.to_string())
-            ),
-            (None, true) if !(self.append_failing || self.sync_failing) => eprintln!(
-                "gateway: audit log {} is written again",
-                mcp_hints_core::escape::one_line(&path.display().to_string())
-            ),
+            (Some(error), false) => {
+                let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
+                tracing::error!(
+                    path = %mcp_hints_core::escape::one_line(&path.display().to_string()),
+                    %error,
+                    "{error}; calls are refused until it can be written"
+                );
+            }
+            (None, true) if !(self.append_failing || self.sync_failing) => {
+                let path =
+                    mcp_hints_core::escape::one_line(&path.display().to_string()).into_owned();
+                tracing::info!(%path, "audit log {path} is written again");
+            }
             _ => {}
         }
     }

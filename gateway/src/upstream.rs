@@ -196,10 +196,11 @@ impl Upstream {
             return;
         }
         if state.unavailable.is_none() {
-            eprintln!(
-                "gateway: upstream `{}` is unavailable: {}; its tools stay listed, marked",
-                self.name,
-                mcp_hints_core::escape::one_line(&reason)
+            let (name, reason) = (&self.name, mcp_hints_core::escape::one_line(&reason));
+            tracing::warn!(
+                upstream = %name,
+                %reason,
+                "upstream `{name}` is unavailable: {reason}; its tools stay listed, marked"
             );
         }
         state.unavailable = Some(reason);
@@ -230,8 +231,10 @@ impl Upstream {
                 }
                 UpstreamTransport::Url { .. } => "its connection had closed",
             };
-            eprintln!(
-                "gateway: upstream `{}` was started again ({what}; {restarts} restart{} so far)",
+            tracing::warn!(
+                upstream = %self.name,
+                restarts,
+                "upstream `{}` was started again ({what}; {restarts} restart{} so far)",
                 self.name,
                 if restarts == 1 { "" } else { "s" }
             );
@@ -242,7 +245,7 @@ impl Upstream {
     fn serving_again(&self, state: &mut State) -> bool {
         let again = state.unavailable.take().is_some();
         if again {
-            eprintln!("gateway: upstream `{}` serves again", self.name);
+            tracing::info!(upstream = %self.name, "upstream `{}` serves again", self.name);
         }
         again
     }
@@ -273,7 +276,11 @@ impl Upstream {
                     unavailable: None,
                     tools: Arc::new(tools),
                 };
-                eprintln!("gateway: upstream `{}` is reachable now", self.name);
+                tracing::info!(
+                    upstream = %self.name,
+                    "upstream `{}` is reachable now",
+                    self.name
+                );
                 true
             }
             Err(reason) => {
@@ -372,9 +379,11 @@ pub async fn connect_all(
                 } else {
                     ""
                 };
-                eprintln!(
-                    "gateway: upstream `{name}` is unavailable: {}{others}",
-                    mcp_hints_core::escape::one_line(&reason)
+                let shown = mcp_hints_core::escape::one_line(&reason);
+                tracing::warn!(
+                    upstream = %name,
+                    reason = %shown,
+                    "upstream `{name}` is unavailable: {shown}{others}"
                 );
                 State {
                     client: None,
@@ -904,7 +913,13 @@ impl Transport<RoleClient> for GroupTransport {
     }
 }
 
-/// Copies `stderr` to the gateway's stderr a line at a time, as `NAME: LINE`,
+/// The target of the events that carry a stdio upstream's stderr, one per
+/// line: field `upstream` (its name), `cut` (the line was longer than
+/// [`defaults::STDERR_LINE_BYTES`]), and the line itself, escaped, as the
+/// message. `mcp-hints gateway serve` prints each as `UPSTREAM: LINE`.
+pub const STDERR_TARGET: &str = "mcp_hints_gateway::upstream::stderr";
+
+/// Passes `stderr` on a line at a time, as events of [`STDERR_TARGET`],
 /// each line escaped (a server cannot forge the gateway's own lines or
 /// drive the terminal) and cut after [`defaults::STDERR_LINE_BYTES`], the
 /// cut marked with [`escape::MARKER`]. A server's log line is passed on as
@@ -931,8 +946,11 @@ async fn copy_stderr(name: String, stderr: impl AsyncRead + Unpin) {
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
-        eprintln!(
-            "{name}: {}{}",
+        tracing::info!(
+            target: STDERR_TARGET,
+            upstream = %name,
+            cut,
+            "{}{}",
             mcp_hints_core::escape::one_line(text),
             if cut {
                 escape::MARKER.to_string()

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`admin`] | `approve`, `deny`, `pending`: the admin endpoint's client |
 //! | [`check`] | `gateway check`: what `serve` would serve, without serving |
+//! | [`events`] | the gateway library's events as `serve`'s and `check`'s stderr lines |
 //! | [`init`] | `gateway init`: the starter config |
 //! | [`log`] | `gateway log`: the audit log's entries, filtered, as a table |
 //!
@@ -20,6 +21,7 @@
 
 pub mod admin;
 pub mod check;
+pub mod events;
 pub mod init;
 pub mod log;
 
@@ -38,9 +40,15 @@ use crate::args::{GatewayArgs, GatewayCommand, ServeArgs};
 /// that cannot be opened.
 pub async fn run(args: GatewayArgs) -> Result<u8, String> {
     match args.command {
-        GatewayCommand::Serve(args) => serve(args).await,
+        GatewayCommand::Serve(args) => {
+            events::print_events();
+            serve(args).await
+        }
         GatewayCommand::Init(args) => init::run(&args),
-        GatewayCommand::Check(args) => check::run(&args).await,
+        GatewayCommand::Check(args) => {
+            events::print_events();
+            check::run(&args).await
+        }
         GatewayCommand::Log(args) => log::run_log(&args),
         GatewayCommand::Approve(args) => {
             admin::run_decide(admin::Decide::Approve, Some(&args.id), &args.endpoint).await

@@ -62,10 +62,10 @@ pub async fn serve_admin(
         ));
     let guard = HttpGuard::for_address(bound);
     let app = axum::Router::new().fallback_service(guard.service(routes));
-    eprintln!("gateway: admin endpoint at http://{bound}");
+    tracing::info!(address = %bound, "admin endpoint at http://{bound}");
     Ok(tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
-            eprintln!("gateway: the admin endpoint stopped: {error}");
+            tracing::error!(%error, "the admin endpoint stopped: {error}");
         }
     }))
 }

@@ -293,12 +293,14 @@ impl Front {
         if let Err(error) = self.gateway.record(&entry).await {
             return Err(end(log_failed(&error)));
         }
-        eprintln!(
-            "gateway: call {} of drifted tool `{}` is parked: {what}; {} approves the new \
+        let (id, tool) = (&call.record.id, escape::shown(name));
+        tracing::info!(
+            call_id = %id,
+            %tool,
+            drift = %what,
+            "call {id} of drifted tool `{tool}` is parked: {what}; {} approves the new \
              definition",
-            call.record.id,
-            escape::shown(name),
-            self.gateway.approve_command(&call.record.id)
+            self.gateway.approve_command(id)
         );
         let parking = Parking {
             reason: format!("drift: {what}"),
@@ -462,9 +464,12 @@ impl Front {
         let rule_text = &decided.rule;
         let name = escape::shown(&call.name);
         let id = &call.record.id;
-        eprintln!(
-            "gateway: call {id} of `{name}` by `{}` is parked for approval: {}",
-            escape::shown(&call.record.principal),
+        let principal = escape::shown(&call.record.principal);
+        tracing::info!(
+            call_id = %id,
+            tool = %name,
+            %principal,
+            "call {id} of `{name}` by `{principal}` is parked for approval: {}",
             self.gateway.approve_command(id)
         );
         let parking = Parking {
@@ -605,10 +610,12 @@ impl Front {
         {
             // The call ran: its answer is the caller's. The missing entry
             // is said where the operator sees it.
-            eprintln!(
-                "gateway: call {} finished ({outcome}) but its entry could not be written: {}",
-                record.id,
-                mcp_hints_core::escape::one_line(&error)
+            let (id, error) = (&record.id, mcp_hints_core::escape::one_line(&error));
+            tracing::error!(
+                call_id = %id,
+                %outcome,
+                %error,
+                "call {id} finished ({outcome}) but its entry could not be written: {error}"
             );
         }
         result
@@ -798,10 +805,12 @@ fn parked(
 /// Says on stderr that the parked call `id` of `name` was abandoned, for
 /// the approver who may be about to decide it.
 fn said_abandoned(id: &str, name: &str) {
-    eprintln!(
-        "gateway: call {id} of `{}` was abandoned by its client before it was decided; it was \
-         not forwarded",
-        escape::shown(name)
+    let tool = escape::shown(name);
+    tracing::info!(
+        call_id = %id,
+        %tool,
+        "call {id} of `{tool}` was abandoned by its client before it was decided; it was not \
+         forwarded"
     );
 }
 
@@ -813,10 +822,12 @@ fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
     let mut recording = std::pin::pin!(log.record(entry, durability));
     let mut context = Context::from_waker(std::task::Waker::noop());
     if let Poll::Ready(Err(error)) = recording.as_mut().poll(&mut context) {
-        eprintln!(
-            "gateway: call {} was abandoned but its entry could not be written: {}",
-            entry.id,
-            mcp_hints_core::escape::one_line(&error.to_string())
+        let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
+        let id = &entry.id;
+        tracing::error!(
+            call_id = %id,
+            %error,
+            "call {id} was abandoned but its entry could not be written: {error}"
         );
     }
 }

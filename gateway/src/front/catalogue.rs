@@ -138,11 +138,14 @@ pub(super) fn say_left_out(
         .collect();
     new.sort();
     for ((upstream, tool), problem) in new {
-        eprintln!(
-            "gateway: upstream `{upstream}` lists a tool whose name `{}` {problem} (the spec's \
-             tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`); it is not served, the upstream's \
-             other tools are",
-            mcp_hints_core::escape::shown(tool)
+        let tool = mcp_hints_core::escape::shown(tool);
+        tracing::warn!(
+            %upstream,
+            %tool,
+            %problem,
+            "upstream `{upstream}` lists a tool whose name `{tool}` {problem} (the spec's tool \
+             names are 1 to 128 of `A-Z a-z 0-9 _ - .`); it is not served, the upstream's other \
+             tools are"
         );
     }
     catalogue.left_out.keys().cloned().collect()
@@ -181,8 +184,11 @@ pub(super) async fn start_upstreams(
         .iter()
         .filter(|upstream| upstream.unavailable().is_some())
         .count();
-    eprintln!(
-        "gateway: {} from {} ({unavailable} unavailable)",
+    tracing::info!(
+        tools = catalogue.tools.len(),
+        upstreams = upstreams.len(),
+        unavailable,
+        "{} from {} ({unavailable} unavailable)",
         mcp_hints_core::escape::count(catalogue.tools.len(), "tool", "tools"),
         mcp_hints_core::escape::count(upstreams.len(), "upstream", "upstreams"),
     );

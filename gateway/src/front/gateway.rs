@@ -229,10 +229,8 @@ impl Gateway {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         if let Err(error) = self.log.flush().await {
-            eprintln!(
-                "gateway: {}",
-                mcp_hints_core::escape::one_line(&error.to_string())
-            );
+            let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
+            tracing::error!(%error, "{error}");
         }
     }
 
@@ -266,10 +264,12 @@ impl Gateway {
                     continue;
                 };
                 if let Err(error) = upstream.refresh().await {
-                    eprintln!(
-                        "gateway: upstream `{name}` changed its tools, but they could not be \
-                         listed again: {}; the old list stays",
-                        mcp_hints_core::escape::one_line(&error)
+                    let error = mcp_hints_core::escape::one_line(&error);
+                    tracing::warn!(
+                        upstream = %name,
+                        %error,
+                        "upstream `{name}` changed its tools, but they could not be listed \
+                         again: {error}; the old list stays"
                     );
                     continue;
                 }
@@ -323,9 +323,10 @@ impl Gateway {
                     .unwrap_or_else(PoisonError::into_inner) = Arc::new(catalogue);
             }
             Err(error) => {
-                eprintln!(
-                    "gateway: the changed tool list is not served, the old one stays: {}",
-                    mcp_hints_core::escape::one_line(&error)
+                let error = mcp_hints_core::escape::one_line(&error);
+                tracing::warn!(
+                    %error,
+                    "the changed tool list is not served, the old one stays: {error}"
                 );
                 return;
             }

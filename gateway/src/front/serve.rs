@@ -123,7 +123,10 @@ pub async fn serve_http(
         .local_addr()
         .map_err(|error| format!("listen.http: {error}"))?;
     let app = router(gateway.clone(), bound)?;
-    eprintln!("gateway: serving MCP over streamable HTTP at http://{bound}/mcp");
+    tracing::info!(
+        address = %bound,
+        "serving MCP over streamable HTTP at http://{bound}/mcp"
+    );
     let stopping = gateway.clone();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -167,7 +170,7 @@ pub(super) async fn bind(
     Ok(listener.tap_io(|stream: &mut TcpStream| {
         // A socket that refuses the option still serves, only slower.
         if let Err(error) = stream.set_nodelay(true) {
-            eprintln!("gateway: cannot set TCP_NODELAY on a connection: {error}");
+            tracing::warn!(%error, "cannot set TCP_NODELAY on a connection: {error}");
         }
     }))
 }
