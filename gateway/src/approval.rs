@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
+use super::Error;
 use super::log::{Decision, rfc3339};
 
 pub use super::config::LockConfig;
@@ -409,19 +410,26 @@ impl DriftLock {
     ///
     /// # Errors
     ///
-    /// A message naming the file: unreadable, not a lock, or another
-    /// version of the format.
-    pub fn load(config: &LockConfig) -> Result<DriftLock, String> {
+    /// [`Error::LockRead`] for a file that cannot be read,
+    /// [`Error::LockInvalid`] for one that is not a lock or is of another
+    /// version of the format; both name the file.
+    pub fn load(config: &LockConfig) -> Result<DriftLock, Error> {
         let path = &config.path;
         let lock = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                Lock::from_json(&text).map_err(|error| format!("{}: {error}", path.display()))?
-            }
+            Ok(text) => Lock::from_json(&text).map_err(|error| Error::LockInvalid {
+                path: path.clone(),
+                error,
+            })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Lock {
                 version: LOCK_VERSION,
                 tools: BTreeMap::new(),
             },
-            Err(error) => return Err(format!("{}: {error}", path.display())),
+            Err(error) => {
+                return Err(Error::LockRead {
+                    path: path.clone(),
+                    error,
+                });
+            }
         };
         Ok(DriftLock {
             path: path.clone(),
@@ -475,10 +483,10 @@ impl DriftLock {
     ///
     /// # Errors
     ///
-    /// A message naming the file when it cannot be written
+    /// [`Error::LockWrite`], naming the file, when it cannot be written
     /// (`PATH: cannot write the lock: REASON`); the lock held here is
     /// unchanged.
-    pub async fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), String> {
+    pub async fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), Error> {
         let mut next = self.lock.clone();
         next.tools.insert(namespaced.to_owned(), tool);
         let (path, bytes) = (self.path.clone(), next.to_json());
@@ -486,8 +494,10 @@ impl DriftLock {
             tokio::task::spawn_blocking(move || write_atomically(&path, bytes.as_bytes()))
                 .await
                 .unwrap_or_else(|error| Err(std::io::Error::other(error)));
-        written
-            .map_err(|error| format!("{}: cannot write the lock: {error}", self.path.display()))?;
+        written.map_err(|error| Error::LockWrite {
+            path: self.path.clone(),
+            error,
+        })?;
         self.lock = next;
         Ok(())
     }
@@ -997,7 +1007,11 @@ mod tests {
         };
         let mut lock = DriftLock::load(&config).unwrap();
         let tool = DriftLock::pinned(&definition(json!({"name": "t"})));
-        let error = lock.approve("u__t", tool.clone()).await.unwrap_err();
+        let error = lock
+            .approve("u__t", tool.clone())
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("missing-dir/gateway.lock: cannot write the lock"),
             "{error}"
@@ -1010,7 +1024,7 @@ mod tests {
             deny_drift: true,
         };
         std::fs::write(&bad.path, "{\"mcpHintsLock\": 7, \"tools\": {}}").unwrap();
-        let error = DriftLock::load(&bad).unwrap_err();
+        let error = DriftLock::load(&bad).unwrap_err().to_string();
         assert!(
             error.ends_with("bad.lock: lock version 7 is not supported (this version reads 1)"),
             "{error}"

@@ -47,6 +47,7 @@
 
 pub mod approval;
 pub mod config;
+mod error;
 pub mod front;
 pub mod log;
 pub mod policy;
@@ -54,7 +55,9 @@ pub mod upstream;
 
 use std::collections::HashMap;
 
-use mcp_hints_core::{escape, name};
+use mcp_hints_core::name;
+
+pub use self::error::{Error, NameProblem};
 
 /// Every default of the serving half, in one place.
 pub mod defaults {
@@ -108,34 +111,31 @@ pub fn normalised(name: &str) -> String {
 
 /// Checks the namespaced names a gateway would serve: none over
 /// [`defaults::MAX_NAME_LEN`] characters, no two equal once
-/// [`normalised`]. Every problem is reported, one per line, each naming
-/// the tools involved.
+/// [`normalised`]. Every problem is reported, each naming the tools
+/// involved.
 ///
 /// # Errors
 ///
-/// The problems, when there is one.
-pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+/// [`Error::Names`] with every problem (and no config path), when there is
+/// one.
+pub(crate) fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), Error> {
     let mut problems = Vec::new();
     let mut seen: HashMap<String, &str> = HashMap::new();
     for name in names {
         let length = name.chars().count();
         if length > defaults::MAX_NAME_LEN {
-            problems.push(format!(
-                "tool `{}` is {length} characters long once namespaced, over the {} a client \
-                 accepts; rename the upstream shorter",
-                escape::shown(name),
-                defaults::MAX_NAME_LEN
-            ));
+            problems.push(NameProblem::TooLong {
+                name: name.to_owned(),
+                length,
+            });
         }
         let key = normalised(name);
         match seen.get(key.as_str()) {
-            Some(first) => problems.push(format!(
-                "tools `{}` and `{}` collide: both become `{}` once a client replaces the \
-                 characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                escape::shown(first),
-                escape::shown(name),
-                key
-            )),
+            Some(first) => problems.push(NameProblem::Collide {
+                first: (*first).to_owned(),
+                second: name.to_owned(),
+                normalised: key,
+            }),
             None => {
                 seen.insert(key, name);
             }
@@ -144,7 +144,10 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(Error::Names {
+            config: None,
+            problems,
+        })
     }
 }
 
@@ -161,7 +164,9 @@ mod tests {
 
     #[test]
     fn names_equal_once_normalised_collide_and_both_are_named() {
-        let error = check_names(["a__x.y", "a__x_y", "b__z"]).unwrap_err();
+        let error = check_names(["a__x.y", "a__x_y", "b__z"])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "tools `a__x.y` and `a__x_y` collide: both become `a__x_y` once a client replaces \
@@ -176,6 +181,7 @@ mod tests {
         assert!(
             check_names([long.as_str()])
                 .unwrap_err()
+                .to_string()
                 .contains("130 characters")
         );
     }

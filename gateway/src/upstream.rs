@@ -68,6 +68,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 use tower::retry::budget::{Budget, TpsBudget};
 
+use super::Error;
 use super::config::{Assert, Config, UpstreamConfig, UpstreamTransport};
 use super::defaults;
 use super::policy::effective_hints;
@@ -165,14 +166,25 @@ impl Upstream {
     ///
     /// # Errors
     ///
-    /// Why it never was reached, or that the gateway is stopping.
-    pub fn client(&self) -> Result<Arc<ReplaySafeClient>, String> {
+    /// [`Error::Upstream`]: why it never was reached, or that the gateway
+    /// is stopping.
+    pub(crate) fn client(&self) -> Result<Arc<ReplaySafeClient>, Error> {
         let state = self.state();
         state.client.ok_or_else(|| {
-            state
-                .unavailable
-                .unwrap_or_else(|| "not connected".to_owned())
+            self.unreachable(
+                state
+                    .unavailable
+                    .unwrap_or_else(|| "not connected".to_owned()),
+            )
         })
+    }
+
+    /// [`Error::Upstream`] of this upstream for `reason`.
+    fn unreachable(&self, reason: String) -> Error {
+        Error::Upstream {
+            upstream: self.name.clone(),
+            reason,
+        }
     }
 
     /// Its tools as last listed (empty when it never answered).
@@ -276,10 +288,10 @@ impl Upstream {
                 eprintln!("gateway: upstream `{}` is reachable now", self.name);
                 true
             }
-            Err(reason) => {
+            Err(error) => {
                 let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
                 if state.unavailable.as_deref() != Some(STOPPING) {
-                    state.unavailable = Some(reason);
+                    state.unavailable = Some(error.to_string());
                 }
                 false
             }
@@ -305,14 +317,15 @@ impl Upstream {
     ///
     /// # Errors
     ///
-    /// Why the list could not be collected; the old list stays.
-    pub async fn refresh(&self) -> Result<(), String> {
+    /// [`Error::Upstream`]: why the list could not be collected; the old
+    /// list stays.
+    pub(crate) async fn refresh(&self) -> Result<(), Error> {
         let client = self.client()?;
         let listed = client
             .refresh_tools()
             .await
-            .map_err(|error| error.to_string())?;
-        let tools = definitions(&listed)?;
+            .map_err(|error| self.unreachable(error.to_string()))?;
+        let tools = definitions(&self.name, &listed)?;
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if state.unavailable.as_deref() == Some(STOPPING) {
             return Ok(());
@@ -365,7 +378,8 @@ pub async fn connect_all(
                 unavailable: None,
                 tools: Arc::new(tools),
             },
-            Err(reason) => {
+            Err(error) => {
+                let reason = error.to_string();
                 // "The others" only where there are others.
                 let others = if config.upstreams.len() > 1 {
                     "; the others keep serving"
@@ -447,17 +461,18 @@ impl ClientHandler for UpstreamHandler {
 ///
 /// # Errors
 ///
-/// Why it could not be reached, in words: it would not start, failed or
-/// did not answer `initialize` or `tools/list` within the timeout (`did
-/// not answer initialize within 2 s`), or a header is not valid. What a
-/// stdio upstream started is stopped then (its process group killed).
+/// [`Error::Upstream`]: why it could not be reached, in words: it would
+/// not start, failed or did not answer `initialize` or `tools/list` within
+/// the timeout (`did not answer initialize within 2 s`), or a header is
+/// not valid. What a stdio upstream started is stopped then (its process
+/// group killed).
 async fn connect(
     upstream: &UpstreamConfig,
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
-) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
     let timeout = upstream.call_timeout;
     // Whether a handshake was answered: which step a timeout of the whole
     // connect cut short.
@@ -475,8 +490,17 @@ async fn connect(
         // What the connect started is dropped with it: a stdio transport
         // still in its handshake kills its group at once (`Group`), a
         // connection made closes its transport (`GroupTransport::close`).
-        Err(_) if initialized.load(Ordering::Acquire) => Err(did_not_answer("tools/list", timeout)),
-        Err(_) => Err(did_not_answer("initialize", timeout)),
+        Err(_) => {
+            let step = if initialized.load(Ordering::Acquire) {
+                "tools/list"
+            } else {
+                "initialize"
+            };
+            Err(Error::Upstream {
+                upstream: upstream.name.clone(),
+                reason: did_not_answer(step, timeout),
+            })
+        }
     }
 }
 
@@ -496,7 +520,11 @@ async fn connect_unbounded(
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
     initialized: Arc<AtomicBool>,
-) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
+    let unreachable = |reason: String| Error::Upstream {
+        upstream: upstream.name.clone(),
+        reason,
+    };
     let timeout = upstream.call_timeout;
     let upstream_name = upstream.name.clone();
     let handler = UpstreamHandler {
@@ -554,9 +582,11 @@ async fn connect_unbounded(
                     continue;
                 }
                 let header = http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|error| format!("header `{name}`: {error}"))?;
+                    .map_err(|error| unreachable(format!("header `{name}`: {error}")))?;
                 let value = http::HeaderValue::from_str(value).map_err(|_| {
-                    format!("header `{name}`: the value is not a valid header value")
+                    unreachable(format!(
+                        "header `{name}`: the value is not a valid header value"
+                    ))
                 })?;
                 config.custom_headers.insert(header, value);
             }
@@ -577,8 +607,8 @@ async fn connect_unbounded(
                 .await
         }
     }
-    .map_err(|error| error.to_string())?;
-    let tools = definitions(&*client.tools().await)?;
+    .map_err(|error| unreachable(error.to_string()))?;
+    let tools = definitions(&upstream.name, &*client.tools().await)?;
     Ok((client, tools))
 }
 
@@ -604,19 +634,23 @@ async fn handshake<T, E: Into<BoxError>>(
 ///
 /// # Errors
 ///
-/// A definition that is not an MCP `Tool`, named (rmcp read each one as a
-/// `Tool` before the client collected it, so none is expected).
-fn definitions(listed: &ToolList) -> Result<Vec<Tool>, String> {
+/// [`Error::Upstream`] of `upstream` for a definition that is not an MCP
+/// `Tool`, named (rmcp read each one as a `Tool` before the client
+/// collected it, so none is expected).
+fn definitions(upstream: &str, listed: &ToolList) -> Result<Vec<Tool>, Error> {
     listed
         .tools
         .iter()
         .map(|tool| {
             let definition = tool.definition.clone().unwrap_or_default();
             serde_json::from_value(serde_json::Value::Object(definition)).map_err(|error| {
-                format!(
-                    "tools/list: tool `{}` is not a tool definition: {error}",
-                    escape::shown(&tool.name)
-                )
+                Error::Upstream {
+                    upstream: upstream.to_owned(),
+                    reason: format!(
+                        "tools/list: tool `{}` is not a tool definition: {error}",
+                        escape::shown(&tool.name)
+                    ),
+                }
             })
         })
         .collect()

@@ -12,6 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::catalogue::{Catalogue, say_left_out, start_upstreams};
+use crate::Error;
 use crate::approval::{Approvals, DriftLock};
 use crate::config::Config;
 use crate::defaults;
@@ -27,7 +28,9 @@ use super::router;
 /// are on by default, as `mcp-hints gateway serve` has them.
 ///
 /// ```no_run
-/// # async fn run(config: mcp_hints_gateway::config::Config) -> Result<(), String> {
+/// # async fn run(
+/// #     config: mcp_hints_gateway::config::Config,
+/// # ) -> Result<(), mcp_hints_gateway::Error> {
 /// let gateway = mcp_hints_gateway::front::Gateway::builder(config)
 ///     .retry_unreachable(false)
 ///     .start()
@@ -89,9 +92,12 @@ impl GatewayBuilder {
     ///
     /// # Errors
     ///
-    /// A log or lock that cannot be opened, or colliding tool names, both
-    /// named.
-    pub async fn start(self) -> Result<Arc<Gateway>, String> {
+    /// [`Error::Log`] for an audit log that cannot be opened,
+    /// [`Error::LockRead`] or [`Error::LockInvalid`] for a drift lock that
+    /// cannot be loaded (with `deny_drift`), and [`Error::Names`] for
+    /// colliding or over-long tool names, after the config's path; each
+    /// names the file or the tools.
+    pub async fn start(self) -> Result<Arc<Gateway>, Error> {
         let gateway = Arc::new(Gateway::open(self.config).await?);
         if self.follow_list_changes {
             gateway.clone().follow_list_changes();
@@ -155,10 +161,9 @@ impl Gateway {
     ///
     /// # Errors
     ///
-    /// A log or lock that cannot be opened, or colliding tool names, both
-    /// named.
-    async fn open(config: Config) -> Result<Gateway, String> {
-        let log = AuditLog::open(&config.log.path).map_err(|error| error.to_string())?;
+    /// As [`GatewayBuilder::start`].
+    async fn open(config: Config) -> Result<Gateway, Error> {
+        let log = AuditLog::open(&config.log.path)?;
         let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
             Some(lock) => Some(tokio::sync::Mutex::new(DriftLock::load(lock)?)),
             None => None,
@@ -266,6 +271,7 @@ impl Gateway {
                     continue;
                 };
                 if let Err(error) = upstream.refresh().await {
+                    let error = error.to_string();
                     eprintln!(
                         "gateway: upstream `{name}` changed its tools, but they could not be \
                          listed again: {}; the old list stays",
@@ -323,6 +329,7 @@ impl Gateway {
                     .unwrap_or_else(PoisonError::into_inner) = Arc::new(catalogue);
             }
             Err(error) => {
+                let error = error.to_string();
                 eprintln!(
                     "gateway: the changed tool list is not served, the old one stays: {}",
                     mcp_hints_core::escape::one_line(&error)
@@ -376,10 +383,11 @@ impl Gateway {
 
     /// Appends a `decided` entry to the audit log and waits until it is on
     /// disk: the call it records goes on only then.
-    pub(super) async fn record(&self, entry: &Entry) -> Result<(), String> {
-        self.log
-            .record(entry, Durability::Synced)
-            .await
-            .map_err(|error| error.to_string())
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Log`] when it cannot be written or synced.
+    pub(super) async fn record(&self, entry: &Entry) -> Result<(), Error> {
+        Ok(self.log.record(entry, Durability::Synced).await?)
     }
 }

@@ -168,10 +168,7 @@ impl ServerHandler for Front {
         let Some(principal) = self.principal(&context) else {
             // The authentication layer lets no request through without
             // one; refuse rather than guess.
-            return Err(ErrorData::invalid_request(
-                "the request has no authenticated principal",
-                None,
-            ));
+            return Err(ErrorData::from(crate::Error::NoPrincipal));
         };
         self.call(request, &principal, &context)
             .await
