@@ -33,8 +33,8 @@ use tokio::sync::oneshot;
 use super::Error;
 use super::log::{Decision, rfc3339};
 
-pub use super::config::LockConfig;
-pub use super::policy::Expiry;
+use super::config::LockConfig;
+use super::policy::Expiry;
 
 /// A call held for an approver: who asked for what, with the exact
 /// arguments that will be sent if it is approved. Serialised (for the
@@ -55,7 +55,7 @@ pub struct Parked {
     /// When it was parked.
     #[serde(with = "rfc3339")]
     pub parked_at: SystemTime,
-    /// When it expires: set by [`Approvals::park`] to `parked_at` plus the
+    /// When it expires: set when it is parked to `parked_at` plus the
     /// timeout.
     #[serde(with = "rfc3339")]
     pub expires_at: SystemTime,
@@ -65,11 +65,11 @@ pub struct Parked {
 
 /// Who denied the calls still parked when the gateway stopped, in
 /// [`Resolution::Denied`].
-pub const STOPPING: &str = "the gateway (stopping)";
+pub(crate) const STOPPING: &str = "the gateway (stopping)";
 
 /// How a parked call ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// An approver approved it: the call goes on.
     Approved {
         /// Who, as the admin request said.
@@ -96,7 +96,7 @@ pub enum Resolution {
 impl Resolution {
     /// Whether the call goes on: approved, or expired with `on_expiry =
     /// "approve"`.
-    pub fn proceeds(&self) -> bool {
+    pub(crate) fn proceeds(&self) -> bool {
         matches!(
             self,
             Resolution::Approved { .. }
@@ -108,7 +108,7 @@ impl Resolution {
 
     /// The audit log's `decision` for it: `approved`, `denied`, `expired`
     /// or `abandoned`.
-    pub fn decision(&self) -> Decision {
+    pub(crate) fn decision(&self) -> Decision {
         match self {
             Resolution::Approved { .. } => Decision::Approved,
             Resolution::Denied { .. } => Decision::Denied,
@@ -181,7 +181,7 @@ impl<F: FnOnce()> Drop for Unpark<'_, F> {
 
 impl Approvals {
     /// No parked calls.
-    pub fn new() -> Approvals {
+    pub(crate) fn new() -> Approvals {
         Approvals::default()
     }
 
@@ -206,21 +206,11 @@ impl Approvals {
     /// whose id is parked already is [`Resolution::Denied`] by `gateway` at
     /// once: ids are fresh UUIDs, so that is a bug, and refusing is the
     /// safe side of it.
-    pub async fn park(
-        &self,
-        call: Parked,
-        timeout: Duration,
-        on_expiry: Expiry,
-        withdrawn: impl Future<Output = ()>,
-    ) -> Resolution {
-        self.park_or_drop(call, timeout, on_expiry, withdrawn, || {})
-            .await
-    }
-
-    /// [`park`](Approvals::park), with `dropped` run if the future is
-    /// dropped while the call waits (before it has its resolution): the
-    /// caller's record of a call abandoned that way, kept in the one guard
-    /// that also takes the call out of the parked calls.
+    ///
+    /// `dropped` runs if the future is dropped while the call waits
+    /// (before it has its resolution): the caller's record of a call
+    /// abandoned that way, kept in the one guard that also takes the call
+    /// out of the parked calls.
     pub(crate) async fn park_or_drop(
         &self,
         mut call: Parked,
@@ -273,6 +263,20 @@ impl Approvals {
         unpark.disarm(resolution)
     }
 
+    /// [`park_or_drop`](Approvals::park_or_drop) with nothing to record
+    /// when dropped.
+    #[cfg(test)]
+    pub(crate) async fn park(
+        &self,
+        call: Parked,
+        timeout: Duration,
+        on_expiry: Expiry,
+        withdrawn: impl Future<Output = ()>,
+    ) -> Resolution {
+        self.park_or_drop(call, timeout, on_expiry, withdrawn, || {})
+            .await
+    }
+
     /// Ends the parked call `id` as `ending` when it is still parked (it
     /// leaves the map); when it is gone, an approver took it at the same
     /// moment and sent their decision while holding the map: that is the
@@ -291,8 +295,8 @@ impl Approvals {
         resolved.try_recv().unwrap_or(ending)
     }
 
-    /// Approves the parked call `id`: its [`park`](Approvals::park) returns
-    /// [`Resolution::Approved`] by `by`.
+    /// Approves the parked call `id`: the call goes on, its approval
+    /// logged as by `by`.
     ///
     /// # Errors
     ///
@@ -302,8 +306,8 @@ impl Approvals {
         self.resolve(id, Resolution::Approved { by: by.to_owned() })
     }
 
-    /// Denies the parked call `id`: its [`park`](Approvals::park) returns
-    /// [`Resolution::Denied`] by `by`.
+    /// Denies the parked call `id`: it is refused, not forwarded, its
+    /// denial logged as by `by`.
     ///
     /// # Errors
     ///
@@ -321,8 +325,8 @@ impl Approvals {
         waiting.resolve.send(resolution).map_err(|_| unknown())
     }
 
-    /// Ends every parked call as [`Resolution::Denied`] by
-    /// [`STOPPING`]: the gateway is stopping, so nobody will decide them,
+    /// Ends every parked call denied by `the gateway (stopping)`, as its
+    /// audit entry says: the gateway is stopping, so nobody will decide them,
     /// and it was the gateway, not their clients, that gave them up. How
     /// many there were.
     pub fn deny_all_stopping(&self) -> usize {
@@ -351,7 +355,7 @@ impl Approvals {
 
 /// How a tool stands against the [`DriftLock`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Drift {
+pub(crate) enum Drift {
     /// Its fingerprint is the approved one.
     Approved,
     /// The lock has no tool of this name.
@@ -445,7 +449,7 @@ impl DriftLock {
     /// The [`PinnedTool`] of one tool definition from an upstream's
     /// `tools/list` (its fingerprint, and its annotations as served), for
     /// [`check`](DriftLock::check) and [`approve`](DriftLock::approve).
-    pub fn pinned(definition: &Map<String, Value>) -> PinnedTool {
+    pub(crate) fn pinned(definition: &Map<String, Value>) -> PinnedTool {
         PinnedTool {
             fingerprint: Fingerprint::of_definition(definition),
             annotations: definition
@@ -457,7 +461,7 @@ impl DriftLock {
 
     /// How the tool served as `namespaced`, now `tool`, stands against the
     /// lock.
-    pub fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
+    pub(crate) fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
         let Some(approved) = self.lock.tools.get(namespaced) else {
             return Drift::New;
         };
@@ -486,7 +490,11 @@ impl DriftLock {
     /// [`Error::LockWrite`], naming the file, when it cannot be written
     /// (`PATH: cannot write the lock: REASON`); the lock held here is
     /// unchanged.
-    pub async fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), Error> {
+    pub(crate) async fn approve(
+        &mut self,
+        namespaced: &str,
+        tool: PinnedTool,
+    ) -> Result<(), Error> {
         let mut next = self.lock.clone();
         next.tools.insert(namespaced.to_owned(), tool);
         let (path, bytes) = (self.path.clone(), next.to_json());
@@ -633,7 +641,7 @@ pub struct DecideRequest {
 /// PATH` (absolute, so it works from any directory) when the config's
 /// `listen.admin_http` names the port bound at `bound`, else `--admin
 /// http://BOUND` (port 0 in the config: only the gateway knows the port).
-pub fn admin_flag(
+pub(crate) fn admin_flag(
     config: &Path,
     configured: std::net::SocketAddr,
     bound: std::net::SocketAddr,

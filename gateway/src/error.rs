@@ -207,7 +207,7 @@ pub enum NameProblem {
         length: usize,
     },
     /// Two names that become one once a client replaces the characters
-    /// outside `[A-Za-z0-9_-]` with `_` ([`normalised`](crate::normalised)).
+    /// outside `[A-Za-z0-9_-]` with `_`.
     Collide {
         /// The first of the two, in served order.
         first: String,

@@ -20,7 +20,7 @@
 //! | [`policy`] | asserted hints and their sources, rules, rate limits |
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
-//! | [`upstream`] | connecting upstreams, following `tools/list_changed` |
+//! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
 //!
 //! # Names
@@ -35,9 +35,9 @@
 //!
 //! # Stopping
 //!
-//! Every stdio upstream runs in a process group of its own, recorded in
-//! its gateway's [`upstream::ProcessGroups`] (no state is kept per
-//! process: two gateways in one program stop only their own).
+//! Every stdio upstream runs in a process group of its own, recorded by
+//! the gateway that started it (no state is kept per process: two
+//! gateways in one program stop only their own).
 //! [`front::Gateway::stop_upstreams`] kills them all, and a program
 //! serving the gateway does so on every way out, most simply by holding
 //! [`front::Gateway::upstream_stopper`]'s guard (`mcp-hints gateway serve`
@@ -51,7 +51,7 @@ mod error;
 pub mod front;
 pub mod log;
 pub mod policy;
-pub mod upstream;
+mod upstream;
 
 use std::collections::HashMap;
 
@@ -104,7 +104,7 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 
 /// `name` as a client that keeps only `[A-Za-z0-9_-]` sees it: every other
 /// character replaced with `_`.
-pub fn normalised(name: &str) -> String {
+pub(crate) fn normalised(name: &str) -> String {
     // The same reading as lint's colliding_tool_names rule.
     name::client_safe(name)
 }

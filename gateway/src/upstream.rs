@@ -89,7 +89,7 @@ tokio::task_local! {
 
 /// Runs `call` with `principal` as the principal its resends are charged
 /// to.
-pub async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
+pub(crate) async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
     PRINCIPAL.scope(Arc::from(principal), call).await
 }
 
@@ -98,7 +98,7 @@ pub async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
 /// client's defaults: a 10-second window, 1 resend a second, 20 % of the
 /// calls). Calls made outside [`with_principal`] share one budget.
 #[derive(Clone, Default)]
-pub struct PrincipalBudget {
+pub(crate) struct PrincipalBudget {
     budgets: Arc<Mutex<HashMap<Arc<str>, Arc<TpsBudget>>>>,
 }
 
@@ -135,9 +135,9 @@ impl Budget for PrincipalBudget {
 
 /// One upstream: its config, its client while it is reachable, and its
 /// last known tools.
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// Its name, `[A-Za-z0-9-]{1,32}`.
-    pub name: String,
+    pub(crate) name: String,
     state: RwLock<State>,
     /// What connecting again needs, for an upstream never reached.
     config: UpstreamConfig,
@@ -188,12 +188,12 @@ impl Upstream {
     }
 
     /// Its tools as last listed (empty when it never answered).
-    pub fn tools(&self) -> Arc<Vec<Tool>> {
+    pub(crate) fn tools(&self) -> Arc<Vec<Tool>> {
         self.state().tools
     }
 
     /// Why it is unavailable, if it is.
-    pub fn unavailable(&self) -> Option<String> {
+    pub(crate) fn unavailable(&self) -> Option<String> {
         self.state().unavailable
     }
 
@@ -202,7 +202,7 @@ impl Upstream {
     /// ``gateway: upstream `NAME` is unavailable: REASON; ...`` (the reason
     /// escaped), so that an operator sees the change without a client
     /// calling. Once the gateway is stopping, its reason stays that.
-    pub fn mark_unavailable(&self, reason: String) {
+    pub(crate) fn mark_unavailable(&self, reason: String) {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if state.unavailable.as_deref() == Some(STOPPING) {
             return;
@@ -220,7 +220,7 @@ impl Upstream {
     /// Marks it serving again (a call reached it); true when it was marked
     /// unavailable, and then said on stderr
     /// (``gateway: upstream `NAME` serves again``).
-    pub fn mark_available(&self) -> bool {
+    pub(crate) fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client.is_some() && self.serving_again(&mut state)
     }
@@ -230,7 +230,7 @@ impl Upstream {
     /// (``gateway: upstream `NAME` was started again ...``): the
     /// replay-safe client makes them by itself before a call, and a stdio
     /// upstream that was started again has lost what it kept in memory.
-    pub async fn say_restarts(&self, client: &ReplaySafeClient) {
+    pub(crate) async fn say_restarts(&self, client: &ReplaySafeClient) {
         let restarts = client.restarts().await;
         let said = self
             .restarts_said
@@ -263,7 +263,7 @@ impl Upstream {
     /// start, or did not answer): true when it now serves, its tools
     /// listed. An upstream reached once is left to the replay-safe client,
     /// which starts it again itself.
-    pub async fn reconnect(&self) -> bool {
+    pub(crate) async fn reconnect(&self) -> bool {
         if self.state().client.is_some() {
             return false;
         }
@@ -299,13 +299,13 @@ impl Upstream {
     }
 
     /// Whether [`close`](Self::close) was called.
-    pub fn closed(&self) -> bool {
+    pub(crate) fn closed(&self) -> bool {
         self.state().unavailable.as_deref() == Some(STOPPING)
     }
 
     /// Drops its connection (the gateway is stopping): a stdio upstream's
     /// process group is stopped once no call holds the client.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client = None;
         state.unavailable = Some(STOPPING.to_owned());
@@ -348,7 +348,7 @@ impl Upstream {
 /// serve. `changed` receives an upstream's name each time it sends
 /// `notifications/tools/list_changed`; the stdio upstreams' process groups,
 /// now and whenever one is started again, are recorded in `groups`.
-pub async fn connect_all(
+pub(crate) async fn connect_all(
     config: &Config,
     changed: mpsc::UnboundedSender<String>,
     groups: &ProcessGroups,
@@ -774,7 +774,7 @@ struct Groups {
 /// clone the same record. [`Gateway`](crate::front::Gateway) makes one for
 /// its upstreams; [`connect_all`] records into the one it is given.
 #[derive(Clone)]
-pub struct ProcessGroups {
+pub(crate) struct ProcessGroups {
     groups: Arc<Mutex<Groups>>,
 }
 
@@ -796,7 +796,7 @@ impl std::fmt::Debug for ProcessGroups {
 
 impl ProcessGroups {
     /// An empty record, accepting new groups.
-    pub fn new() -> ProcessGroups {
+    pub(crate) fn new() -> ProcessGroups {
         ProcessGroups {
             groups: Arc::new(Mutex::new(Groups {
                 live: BTreeMap::new(),
@@ -812,7 +812,7 @@ impl ProcessGroups {
     /// gateway is stopping"): the gateway is about to exit, and a kill
     /// left to a task would not run once the runtime ends. Calling it again
     /// kills nothing more.
-    pub fn stop_all(&self) {
+    pub(crate) fn stop_all(&self) {
         let mut groups = self.lock();
         groups.stopping = true;
         for (_, pgid) in std::mem::take(&mut groups.live) {
@@ -824,7 +824,7 @@ impl ProcessGroups {
     /// held by a program for as long as it serves, so that every way out
     /// (a return, an error, an unwinding panic, a future dropped on a
     /// signal) stops the upstreams.
-    pub fn stop_on_drop(&self) -> StopOnDrop {
+    pub(crate) fn stop_on_drop(&self) -> StopOnDrop {
         StopOnDrop {
             groups: Some(self.clone()),
         }
@@ -836,8 +836,8 @@ impl ProcessGroups {
     }
 }
 
-/// Stops its [`ProcessGroups`] when dropped (see
-/// [`ProcessGroups::stop_on_drop`]).
+/// Kills the process groups of a gateway's stdio upstreams when dropped,
+/// and lets none start again ([`Gateway::upstream_stopper`](crate::front::Gateway::upstream_stopper)).
 #[must_use = "the process groups are stopped when this is dropped"]
 #[derive(Debug)]
 pub struct StopOnDrop {

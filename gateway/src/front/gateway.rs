@@ -366,7 +366,7 @@ impl Gateway {
     }
 
     /// Kills every stdio upstream's process group at once, and starts none
-    /// again from then on ([`ProcessGroups::stop_all`]): the last thing
+    /// again from then on: the last thing
     /// before the program exits, since a kill left to a task would not run
     /// once the runtime ends.
     pub fn stop_upstreams(&self) {
