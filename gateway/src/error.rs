@@ -9,8 +9,9 @@
 //! alone). So that a reporter walking [`source`](std::error::Error::source)
 //! does not print a cause twice, a cause whose text the message already
 //! holds is kept as a field, not returned as a source: the variants that
-//! wrap [`ConfigError`] and [`LogError`] are transparent (their `Display`
-//! and `source` are the wrapped error's), and the rest return none.
+//! wrap [`ConfigError`], [`LogError`] and [`ApprovalError`] are
+//! transparent (their `Display` and `source` are the wrapped error's,
+//! none of which has a source), and the rest return none.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -23,14 +24,16 @@ use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use serde_json::json;
 
+use crate::approval::ApprovalError;
 use crate::config::ConfigError;
 use crate::defaults;
 use crate::log::LogError;
 
 /// What can fail in the gateway: loading its config, opening or writing
-/// its audit log and drift lock, the tool names it would serve, binding and
-/// serving its endpoints, reaching an upstream, reading a time back from
-/// the log; and the two protocol errors a client's request can get
+/// its audit log and drift lock, deciding a parked call, the tool names it
+/// would serve, binding and serving its endpoints, reaching an upstream,
+/// reading a time back from the log; and the two protocol errors a
+/// client's request can get
 /// ([`UnknownTool`](Error::UnknownTool), [`NoPrincipal`](Error::NoPrincipal)).
 ///
 /// Its `Display` is the message `mcp-hints gateway` prints (see the module
@@ -46,6 +49,11 @@ pub enum Error {
     /// The audit log could not be opened, written or synced.
     #[error(transparent)]
     Log(#[from] LogError),
+
+    /// A parked call that could not be decided (no call of that id is
+    /// parked).
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
 
     /// The drift lock exists but could not be read: `PATH: WHY`.
     #[error("{}: {error}", path.display())]
@@ -319,6 +327,12 @@ mod tests {
             error: std::io::Error::from(std::io::ErrorKind::AddrInUse),
         };
         assert_eq!(bind.code(), ErrorCode::INTERNAL_ERROR);
+    }
+
+    #[test]
+    fn it_crosses_threads_and_boxes_as_any_error() {
+        fn boxable<E: std::error::Error + Send + Sync + 'static>() {}
+        boxable::<Error>();
     }
 
     #[test]

@@ -23,6 +23,16 @@
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
 //!
+//! # Errors
+//!
+//! Every fallible function of the crate returns [`Error`] (loading the
+//! config gives its [`ConfigError`](config::ConfigError), opening the log
+//! its [`LogError`](log::LogError), deciding a parked call its
+//! [`ApprovalError`](approval::ApprovalError); each converts into
+//! [`Error`]). Its `Display` is the sentence `mcp-hints gateway` prints;
+//! [`Error::code`] is its JSON-RPC code, the one mapping the MCP server
+//! answers protocol errors through.
+//!
 //! # Names
 //!
 //! A client sees an upstream's tool `TOOL` as `UPSTREAM__TOOL`: upstream
