@@ -30,10 +30,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
+use super::Error;
 use super::log::{Decision, rfc3339};
 
-pub use super::config::LockConfig;
-pub use super::policy::Expiry;
+use super::config::LockConfig;
+use super::policy::Expiry;
 
 /// A call held for an approver: who asked for what, with the exact
 /// arguments that will be sent if it is approved. Serialised (for the
@@ -54,7 +55,7 @@ pub struct Parked {
     /// When it was parked.
     #[serde(with = "rfc3339")]
     pub parked_at: SystemTime,
-    /// When it expires: set by [`Approvals::park`] to `parked_at` plus the
+    /// When it expires: set when it is parked to `parked_at` plus the
     /// timeout.
     #[serde(with = "rfc3339")]
     pub expires_at: SystemTime,
@@ -64,11 +65,11 @@ pub struct Parked {
 
 /// Who denied the calls still parked when the gateway stopped, in
 /// [`Resolution::Denied`].
-pub const STOPPING: &str = "the gateway (stopping)";
+pub(crate) const STOPPING: &str = "the gateway (stopping)";
 
 /// How a parked call ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// An approver approved it: the call goes on.
     Approved {
         /// Who, as the admin request said.
@@ -95,7 +96,7 @@ pub enum Resolution {
 impl Resolution {
     /// Whether the call goes on: approved, or expired with `on_expiry =
     /// "approve"`.
-    pub fn proceeds(&self) -> bool {
+    pub(crate) fn proceeds(&self) -> bool {
         matches!(
             self,
             Resolution::Approved { .. }
@@ -107,7 +108,7 @@ impl Resolution {
 
     /// The audit log's `decision` for it: `approved`, `denied`, `expired`
     /// or `abandoned`.
-    pub fn decision(&self) -> Decision {
+    pub(crate) fn decision(&self) -> Decision {
         match self {
             Resolution::Approved { .. } => Decision::Approved,
             Resolution::Denied { .. } => Decision::Denied,
@@ -180,7 +181,7 @@ impl<F: FnOnce()> Drop for Unpark<'_, F> {
 
 impl Approvals {
     /// No parked calls.
-    pub fn new() -> Approvals {
+    pub(crate) fn new() -> Approvals {
         Approvals::default()
     }
 
@@ -205,21 +206,11 @@ impl Approvals {
     /// whose id is parked already is [`Resolution::Denied`] by `gateway` at
     /// once: ids are fresh UUIDs, so that is a bug, and refusing is the
     /// safe side of it.
-    pub async fn park(
-        &self,
-        call: Parked,
-        timeout: Duration,
-        on_expiry: Expiry,
-        withdrawn: impl Future<Output = ()>,
-    ) -> Resolution {
-        self.park_or_drop(call, timeout, on_expiry, withdrawn, || {})
-            .await
-    }
-
-    /// [`park`](Approvals::park), with `dropped` run if the future is
-    /// dropped while the call waits (before it has its resolution): the
-    /// caller's record of a call abandoned that way, kept in the one guard
-    /// that also takes the call out of the parked calls.
+    ///
+    /// `dropped` runs if the future is dropped while the call waits
+    /// (before it has its resolution): the caller's record of a call
+    /// abandoned that way, kept in the one guard that also takes the call
+    /// out of the parked calls.
     pub(crate) async fn park_or_drop(
         &self,
         mut call: Parked,
@@ -272,6 +263,20 @@ impl Approvals {
         unpark.disarm(resolution)
     }
 
+    /// [`park_or_drop`](Approvals::park_or_drop) with nothing to record
+    /// when dropped.
+    #[cfg(test)]
+    pub(crate) async fn park(
+        &self,
+        call: Parked,
+        timeout: Duration,
+        on_expiry: Expiry,
+        withdrawn: impl Future<Output = ()>,
+    ) -> Resolution {
+        self.park_or_drop(call, timeout, on_expiry, withdrawn, || {})
+            .await
+    }
+
     /// Ends the parked call `id` as `ending` when it is still parked (it
     /// leaves the map); when it is gone, an approver took it at the same
     /// moment and sent their decision while holding the map: that is the
@@ -290,8 +295,8 @@ impl Approvals {
         resolved.try_recv().unwrap_or(ending)
     }
 
-    /// Approves the parked call `id`: its [`park`](Approvals::park) returns
-    /// [`Resolution::Approved`] by `by`.
+    /// Approves the parked call `id`: the call goes on, its approval
+    /// logged as by `by`.
     ///
     /// # Errors
     ///
@@ -301,8 +306,8 @@ impl Approvals {
         self.resolve(id, Resolution::Approved { by: by.to_owned() })
     }
 
-    /// Denies the parked call `id`: its [`park`](Approvals::park) returns
-    /// [`Resolution::Denied`] by `by`.
+    /// Denies the parked call `id`: it is refused, not forwarded, its
+    /// denial logged as by `by`.
     ///
     /// # Errors
     ///
@@ -320,8 +325,8 @@ impl Approvals {
         waiting.resolve.send(resolution).map_err(|_| unknown())
     }
 
-    /// Ends every parked call as [`Resolution::Denied`] by
-    /// [`STOPPING`]: the gateway is stopping, so nobody will decide them,
+    /// Ends every parked call denied by `the gateway (stopping)`, as its
+    /// audit entry says: the gateway is stopping, so nobody will decide them,
     /// and it was the gateway, not their clients, that gave them up. How
     /// many there were.
     pub fn deny_all_stopping(&self) -> usize {
@@ -350,7 +355,7 @@ impl Approvals {
 
 /// How a tool stands against the [`DriftLock`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Drift {
+pub(crate) enum Drift {
     /// Its fingerprint is the approved one.
     Approved,
     /// The lock has no tool of this name.
@@ -409,19 +414,26 @@ impl DriftLock {
     ///
     /// # Errors
     ///
-    /// A message naming the file: unreadable, not a lock, or another
-    /// version of the format.
-    pub fn load(config: &LockConfig) -> Result<DriftLock, String> {
+    /// [`Error::LockRead`] for a file that cannot be read,
+    /// [`Error::LockInvalid`] for one that is not a lock or is of another
+    /// version of the format; both name the file.
+    pub fn load(config: &LockConfig) -> Result<DriftLock, Error> {
         let path = &config.path;
         let lock = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                Lock::from_json(&text).map_err(|error| format!("{}: {error}", path.display()))?
-            }
+            Ok(text) => Lock::from_json(&text).map_err(|error| Error::LockInvalid {
+                path: path.clone(),
+                error,
+            })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Lock {
                 version: LOCK_VERSION,
                 tools: BTreeMap::new(),
             },
-            Err(error) => return Err(format!("{}: {error}", path.display())),
+            Err(error) => {
+                return Err(Error::LockRead {
+                    path: path.clone(),
+                    error,
+                });
+            }
         };
         Ok(DriftLock {
             path: path.clone(),
@@ -437,7 +449,7 @@ impl DriftLock {
     /// The [`PinnedTool`] of one tool definition from an upstream's
     /// `tools/list` (its fingerprint, and its annotations as served), for
     /// [`check`](DriftLock::check) and [`approve`](DriftLock::approve).
-    pub fn pinned(definition: &Map<String, Value>) -> PinnedTool {
+    pub(crate) fn pinned(definition: &Map<String, Value>) -> PinnedTool {
         PinnedTool {
             fingerprint: Fingerprint::of_definition(definition),
             annotations: definition
@@ -449,7 +461,7 @@ impl DriftLock {
 
     /// How the tool served as `namespaced`, now `tool`, stands against the
     /// lock.
-    pub fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
+    pub(crate) fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
         let Some(approved) = self.lock.tools.get(namespaced) else {
             return Drift::New;
         };
@@ -475,10 +487,14 @@ impl DriftLock {
     ///
     /// # Errors
     ///
-    /// A message naming the file when it cannot be written
+    /// [`Error::LockWrite`], naming the file, when it cannot be written
     /// (`PATH: cannot write the lock: REASON`); the lock held here is
     /// unchanged.
-    pub async fn approve(&mut self, namespaced: &str, tool: PinnedTool) -> Result<(), String> {
+    pub(crate) async fn approve(
+        &mut self,
+        namespaced: &str,
+        tool: PinnedTool,
+    ) -> Result<(), Error> {
         let mut next = self.lock.clone();
         next.tools.insert(namespaced.to_owned(), tool);
         let (path, bytes) = (self.path.clone(), next.to_json());
@@ -486,8 +502,10 @@ impl DriftLock {
             tokio::task::spawn_blocking(move || write_atomically(&path, bytes.as_bytes()))
                 .await
                 .unwrap_or_else(|error| Err(std::io::Error::other(error)));
-        written
-            .map_err(|error| format!("{}: cannot write the lock: {error}", self.path.display()))?;
+        written.map_err(|error| Error::LockWrite {
+            path: self.path.clone(),
+            error,
+        })?;
         self.lock = next;
         Ok(())
     }
@@ -623,7 +641,7 @@ pub struct DecideRequest {
 /// PATH` (absolute, so it works from any directory) when the config's
 /// `listen.admin_http` names the port bound at `bound`, else `--admin
 /// http://BOUND` (port 0 in the config: only the gateway knows the port).
-pub fn admin_flag(
+pub(crate) fn admin_flag(
     config: &Path,
     configured: std::net::SocketAddr,
     bound: std::net::SocketAddr,
@@ -997,7 +1015,11 @@ mod tests {
         };
         let mut lock = DriftLock::load(&config).unwrap();
         let tool = DriftLock::pinned(&definition(json!({"name": "t"})));
-        let error = lock.approve("u__t", tool.clone()).await.unwrap_err();
+        let error = lock
+            .approve("u__t", tool.clone())
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("missing-dir/gateway.lock: cannot write the lock"),
             "{error}"
@@ -1010,7 +1032,7 @@ mod tests {
             deny_drift: true,
         };
         std::fs::write(&bad.path, "{\"mcpHintsLock\": 7, \"tools\": {}}").unwrap();
-        let error = DriftLock::load(&bad).unwrap_err();
+        let error = DriftLock::load(&bad).unwrap_err().to_string();
         assert!(
             error.ends_with("bad.lock: lock version 7 is not supported (this version reads 1)"),
             "{error}"

@@ -20,8 +20,18 @@
 //! | [`policy`] | asserted hints and their sources, rules, rate limits |
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
-//! | [`upstream`] | connecting upstreams, following `tools/list_changed` |
+//! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
+//!
+//! # Errors
+//!
+//! Every fallible function of the crate returns [`Error`] (loading the
+//! config gives its [`ConfigError`](config::ConfigError), opening the log
+//! its [`LogError`](log::LogError), deciding a parked call its
+//! [`ApprovalError`](approval::ApprovalError); each converts into
+//! [`Error`]). Its `Display` is the sentence `mcp-hints gateway` prints;
+//! [`Error::code`] is its JSON-RPC code, the one mapping the MCP server
+//! answers protocol errors through.
 //!
 //! # Names
 //!
@@ -51,7 +61,7 @@
 //! | `upstream` | warn | an upstream unavailable, at start or later | `upstream`, `reason` |
 //! | `upstream` | warn | an upstream started again (what it kept is gone) | `upstream`, `restarts` (so far) |
 //! | `upstream` | info | an upstream serves again, or is reachable now | `upstream` |
-//! | `upstream::stderr` ([`upstream::STDERR_TARGET`]) | info | a line of a stdio upstream's stderr, the line as the message (`mcp-hints gateway` prints `UPSTREAM: LINE`) | `upstream`, `cut` (the line was cut) |
+//! | `upstream::stderr` ([`STDERR_TARGET`]) | info | a line of a stdio upstream's stderr, the line as the message (`mcp-hints gateway` prints `UPSTREAM: LINE`) | `upstream`, `cut` (the line was cut) |
 //! | `front::gateway` | warn | a changed tool list not listed, or not served: the old one stays | `upstream` (when listing failed), `error` |
 //! | `front::gateway` | error | the audit log not synced when the gateway stops | `error` |
 //! | `front::call` | info | a call parked for approval, with the command that approves it | `call_id`, `tool`, `principal` |
@@ -70,9 +80,9 @@
 //!
 //! # Stopping
 //!
-//! Every stdio upstream runs in a process group of its own, recorded in
-//! its gateway's [`upstream::ProcessGroups`] (no state is kept per
-//! process: two gateways in one program stop only their own).
+//! Every stdio upstream runs in a process group of its own, recorded by
+//! the gateway that started it (no state is kept per process: two
+//! gateways in one program stop only their own).
 //! [`front::Gateway::stop_upstreams`] kills them all, and a program
 //! serving the gateway does so on every way out, most simply by holding
 //! [`front::Gateway::upstream_stopper`]'s guard (`mcp-hints gateway serve`
@@ -82,14 +92,18 @@
 
 pub mod approval;
 pub mod config;
+mod error;
 pub mod front;
 pub mod log;
 pub mod policy;
-pub mod upstream;
+mod upstream;
 
 use std::collections::HashMap;
 
-use mcp_hints_core::{escape, name};
+use mcp_hints_core::name;
+
+pub use self::error::{Error, NameProblem};
+pub use self::upstream::STDERR_TARGET;
 
 /// Every default of the serving half, in one place.
 pub mod defaults {
@@ -136,41 +150,38 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 
 /// `name` as a client that keeps only `[A-Za-z0-9_-]` sees it: every other
 /// character replaced with `_`.
-pub fn normalised(name: &str) -> String {
+pub(crate) fn normalised(name: &str) -> String {
     // The same reading as lint's colliding_tool_names rule.
     name::client_safe(name)
 }
 
 /// Checks the namespaced names a gateway would serve: none over
 /// [`defaults::MAX_NAME_LEN`] characters, no two equal once
-/// [`normalised`]. Every problem is reported, one per line, each naming
-/// the tools involved.
+/// [`normalised`]. Every problem is reported, each naming the tools
+/// involved.
 ///
 /// # Errors
 ///
-/// The problems, when there is one.
-pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+/// [`Error::Names`] with every problem (and no config path), when there is
+/// one.
+pub(crate) fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), Error> {
     let mut problems = Vec::new();
     let mut seen: HashMap<String, &str> = HashMap::new();
     for name in names {
         let length = name.chars().count();
         if length > defaults::MAX_NAME_LEN {
-            problems.push(format!(
-                "tool `{}` is {length} characters long once namespaced, over the {} a client \
-                 accepts; rename the upstream shorter",
-                escape::shown(name),
-                defaults::MAX_NAME_LEN
-            ));
+            problems.push(NameProblem::TooLong {
+                name: name.to_owned(),
+                length,
+            });
         }
         let key = normalised(name);
         match seen.get(key.as_str()) {
-            Some(first) => problems.push(format!(
-                "tools `{}` and `{}` collide: both become `{}` once a client replaces the \
-                 characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                escape::shown(first),
-                escape::shown(name),
-                key
-            )),
+            Some(first) => problems.push(NameProblem::Collide {
+                first: (*first).to_owned(),
+                second: name.to_owned(),
+                normalised: key,
+            }),
             None => {
                 seen.insert(key, name);
             }
@@ -179,7 +190,10 @@ pub fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), S
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(Error::Names {
+            config: None,
+            problems,
+        })
     }
 }
 
@@ -196,7 +210,9 @@ mod tests {
 
     #[test]
     fn names_equal_once_normalised_collide_and_both_are_named() {
-        let error = check_names(["a__x.y", "a__x_y", "b__z"]).unwrap_err();
+        let error = check_names(["a__x.y", "a__x_y", "b__z"])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "tools `a__x.y` and `a__x_y` collide: both become `a__x_y` once a client replaces \
@@ -211,6 +227,7 @@ mod tests {
         assert!(
             check_names([long.as_str()])
                 .unwrap_err()
+                .to_string()
                 .contains("130 characters")
         );
     }

@@ -210,16 +210,18 @@ pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
 
 /// Why an entry could not be written: the log's path, what was being done
 /// and the system's cause. The caller fails the call closed.
+///
+/// The message holds the cause's text, so the cause is a field, not a
+/// [`source`](std::error::Error::source) (as in [`crate::Error`]).
 #[derive(Debug, thiserror::Error)]
-#[error("audit log {}: cannot {action}: {source}", path.display())]
+#[error("audit log {}: cannot {action}: {error}", path.display())]
 pub struct LogError {
     /// The log file.
     pub path: PathBuf,
     /// What failed: `open it`, `append to it`, `sync it to disk`, ...
     pub action: &'static str,
     /// The cause (for a log removed since it was opened, `NotFound`).
-    #[source]
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
 /// How durable a line must be before [`AuditLog::record`] returns.
@@ -352,7 +354,7 @@ impl AuditLog {
         let error = |source| LogError {
             path: path.to_owned(),
             action: "open it for appending",
-            source,
+            error: source,
         };
         if path.exists() {
             // Opened, not created, and nothing written: the same error
@@ -394,7 +396,7 @@ impl AuditLog {
         let error = |action, source| LogError {
             path: path.to_owned(),
             action,
-            source,
+            error: source,
         };
         let existed = path.exists();
         let mut options = OpenOptions::new();
@@ -595,7 +597,7 @@ impl Inner {
         LogError {
             path: self.path.clone(),
             action,
-            source,
+            error: source,
         }
     }
 
@@ -682,7 +684,7 @@ impl Syncer {
                     Err(error) => Err(LogError {
                         path: error.path.clone(),
                         action: error.action,
-                        source: copy(&error.source),
+                        error: copy(&error.error),
                     }),
                 };
                 // A caller that went away needs no answer.
@@ -699,7 +701,7 @@ impl Syncer {
             return self.file.sync_data().map_err(|source| LogError {
                 path: self.path.clone(),
                 action: "sync it to disk",
-                source,
+                error: source,
             });
         };
         let covered = inner.written.load(Ordering::SeqCst);
@@ -830,12 +832,15 @@ pub mod rfc3339 {
     ///
     /// # Errors
     ///
-    /// A message saying what is wrong, for text of another shape or a
-    /// field out of range.
-    pub fn parse(text: &str) -> Result<SystemTime, String> {
+    /// [`Error::Time`](crate::Error::Time), saying what is wrong, for text
+    /// of another shape or a field out of range.
+    pub fn parse(text: &str) -> Result<SystemTime, crate::Error> {
         DateTime::parse_from_rfc3339(text)
             .map(SystemTime::from)
-            .map_err(|error| format!("`{text}` is not an RFC 3339 time ({error})"))
+            .map_err(|error| crate::Error::Time {
+                text: text.to_owned(),
+                error,
+            })
     }
 
     /// `#[serde(with = "rfc3339")]` for a `SystemTime` field written as
@@ -1025,7 +1030,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.path, path);
-        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(error.error.kind(), std::io::ErrorKind::NotFound);
         assert!(error.to_string().contains("removed or replaced"), "{error}");
 
         // A finished entry is refused alike.
@@ -1033,7 +1038,7 @@ mod tests {
             .record(&entry(2, "a", "t", "allow", &now()), Durability::Written)
             .await
             .unwrap_err();
-        assert_eq!(error.source.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(error.error.kind(), std::io::ErrorKind::NotFound);
 
         // Replaced by another file of the same name: still refused.
         std::fs::write(&path, "").unwrap();
@@ -1054,7 +1059,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.action, "append to it");
-        assert_eq!(error.source.raw_os_error(), Some(28), "{error}"); // ENOSPC
+        assert_eq!(error.error.raw_os_error(), Some(28), "{error}"); // ENOSPC
     }
 
     #[tokio::test]

@@ -94,7 +94,7 @@ impl Serialize for EffectiveHints {
 /// hints (its [`hints`](mcp_hints::client::ReplaySafeClientBuilder::hints)
 /// hook calls this), so that what clients are shown is what the gateway
 /// acts on.
-pub fn effective_hints(
+pub(crate) fn effective_hints(
     asserts: &[Assert],
     upstream: &str,
     tool: &str,
@@ -180,7 +180,8 @@ pub struct CallScope<'a> {
     pub tool: &'a str,
     /// The caller's principal (`local` over stdio).
     pub principal: &'a str,
-    /// The tool's effective hints ([`effective_hints`]).
+    /// The tool's effective hints: the server's, under the operator's
+    /// `[[assert]]`s.
     pub hints: &'a EffectiveHints,
 }
 

@@ -68,6 +68,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 use tower::retry::budget::{Budget, TpsBudget};
 
+use super::Error;
 use super::config::{Assert, Config, UpstreamConfig, UpstreamTransport};
 use super::defaults;
 use super::policy::effective_hints;
@@ -88,7 +89,7 @@ tokio::task_local! {
 
 /// Runs `call` with `principal` as the principal its resends are charged
 /// to.
-pub async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
+pub(crate) async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
     PRINCIPAL.scope(Arc::from(principal), call).await
 }
 
@@ -97,7 +98,7 @@ pub async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
 /// client's defaults: a 10-second window, 1 resend a second, 20 % of the
 /// calls). Calls made outside [`with_principal`] share one budget.
 #[derive(Clone, Default)]
-pub struct PrincipalBudget {
+pub(crate) struct PrincipalBudget {
     budgets: Arc<Mutex<HashMap<Arc<str>, Arc<TpsBudget>>>>,
 }
 
@@ -134,9 +135,9 @@ impl Budget for PrincipalBudget {
 
 /// One upstream: its config, its client while it is reachable, and its
 /// last known tools.
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// Its name, `[A-Za-z0-9-]{1,32}`.
-    pub name: String,
+    pub(crate) name: String,
     state: RwLock<State>,
     /// What connecting again needs, for an upstream never reached.
     config: UpstreamConfig,
@@ -165,23 +166,34 @@ impl Upstream {
     ///
     /// # Errors
     ///
-    /// Why it never was reached, or that the gateway is stopping.
-    pub fn client(&self) -> Result<Arc<ReplaySafeClient>, String> {
+    /// [`Error::Upstream`]: why it never was reached, or that the gateway
+    /// is stopping.
+    pub(crate) fn client(&self) -> Result<Arc<ReplaySafeClient>, Error> {
         let state = self.state();
         state.client.ok_or_else(|| {
-            state
-                .unavailable
-                .unwrap_or_else(|| "not connected".to_owned())
+            self.unreachable(
+                state
+                    .unavailable
+                    .unwrap_or_else(|| "not connected".to_owned()),
+            )
         })
     }
 
+    /// [`Error::Upstream`] of this upstream for `reason`.
+    fn unreachable(&self, reason: String) -> Error {
+        Error::Upstream {
+            upstream: self.name.clone(),
+            reason,
+        }
+    }
+
     /// Its tools as last listed (empty when it never answered).
-    pub fn tools(&self) -> Arc<Vec<Tool>> {
+    pub(crate) fn tools(&self) -> Arc<Vec<Tool>> {
         self.state().tools
     }
 
     /// Why it is unavailable, if it is.
-    pub fn unavailable(&self) -> Option<String> {
+    pub(crate) fn unavailable(&self) -> Option<String> {
         self.state().unavailable
     }
 
@@ -190,7 +202,7 @@ impl Upstream {
     /// ``gateway: upstream `NAME` is unavailable: REASON; ...`` (the reason
     /// escaped), so that an operator sees the change without a client
     /// calling. Once the gateway is stopping, its reason stays that.
-    pub fn mark_unavailable(&self, reason: String) {
+    pub(crate) fn mark_unavailable(&self, reason: String) {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if state.unavailable.as_deref() == Some(STOPPING) {
             return;
@@ -209,7 +221,7 @@ impl Upstream {
     /// Marks it serving again (a call reached it); true when it was marked
     /// unavailable, and then said on stderr
     /// (``gateway: upstream `NAME` serves again``).
-    pub fn mark_available(&self) -> bool {
+    pub(crate) fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client.is_some() && self.serving_again(&mut state)
     }
@@ -219,7 +231,7 @@ impl Upstream {
     /// (``gateway: upstream `NAME` was started again ...``): the
     /// replay-safe client makes them by itself before a call, and a stdio
     /// upstream that was started again has lost what it kept in memory.
-    pub async fn say_restarts(&self, client: &ReplaySafeClient) {
+    pub(crate) async fn say_restarts(&self, client: &ReplaySafeClient) {
         let restarts = client.restarts().await;
         let said = self
             .restarts_said
@@ -254,7 +266,7 @@ impl Upstream {
     /// start, or did not answer): true when it now serves, its tools
     /// listed. An upstream reached once is left to the replay-safe client,
     /// which starts it again itself.
-    pub async fn reconnect(&self) -> bool {
+    pub(crate) async fn reconnect(&self) -> bool {
         if self.state().client.is_some() {
             return false;
         }
@@ -283,10 +295,10 @@ impl Upstream {
                 );
                 true
             }
-            Err(reason) => {
+            Err(error) => {
                 let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
                 if state.unavailable.as_deref() != Some(STOPPING) {
-                    state.unavailable = Some(reason);
+                    state.unavailable = Some(error.to_string());
                 }
                 false
             }
@@ -294,13 +306,13 @@ impl Upstream {
     }
 
     /// Whether [`close`](Self::close) was called.
-    pub fn closed(&self) -> bool {
+    pub(crate) fn closed(&self) -> bool {
         self.state().unavailable.as_deref() == Some(STOPPING)
     }
 
     /// Drops its connection (the gateway is stopping): a stdio upstream's
     /// process group is stopped once no call holds the client.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client = None;
         state.unavailable = Some(STOPPING.to_owned());
@@ -312,14 +324,15 @@ impl Upstream {
     ///
     /// # Errors
     ///
-    /// Why the list could not be collected; the old list stays.
-    pub async fn refresh(&self) -> Result<(), String> {
+    /// [`Error::Upstream`]: why the list could not be collected; the old
+    /// list stays.
+    pub(crate) async fn refresh(&self) -> Result<(), Error> {
         let client = self.client()?;
         let listed = client
             .refresh_tools()
             .await
-            .map_err(|error| error.to_string())?;
-        let tools = definitions(&listed)?;
+            .map_err(|error| self.unreachable(error.to_string()))?;
+        let tools = definitions(&self.name, &listed)?;
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if state.unavailable.as_deref() == Some(STOPPING) {
             return Ok(());
@@ -342,7 +355,7 @@ impl Upstream {
 /// serve. `changed` receives an upstream's name each time it sends
 /// `notifications/tools/list_changed`; the stdio upstreams' process groups,
 /// now and whenever one is started again, are recorded in `groups`.
-pub async fn connect_all(
+pub(crate) async fn connect_all(
     config: &Config,
     changed: mpsc::UnboundedSender<String>,
     groups: &ProcessGroups,
@@ -372,7 +385,8 @@ pub async fn connect_all(
                 unavailable: None,
                 tools: Arc::new(tools),
             },
-            Err(reason) => {
+            Err(error) => {
+                let reason = error.to_string();
                 // "The others" only where there are others.
                 let others = if config.upstreams.len() > 1 {
                     "; the others keep serving"
@@ -456,17 +470,18 @@ impl ClientHandler for UpstreamHandler {
 ///
 /// # Errors
 ///
-/// Why it could not be reached, in words: it would not start, failed or
-/// did not answer `initialize` or `tools/list` within the timeout (`did
-/// not answer initialize within 2 s`), or a header is not valid. What a
-/// stdio upstream started is stopped then (its process group killed).
+/// [`Error::Upstream`]: why it could not be reached, in words: it would
+/// not start, failed or did not answer `initialize` or `tools/list` within
+/// the timeout (`did not answer initialize within 2 s`), or a header is
+/// not valid. What a stdio upstream started is stopped then (its process
+/// group killed).
 async fn connect(
     upstream: &UpstreamConfig,
     changed: mpsc::UnboundedSender<String>,
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
-) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
     let timeout = upstream.call_timeout;
     // Whether a handshake was answered: which step a timeout of the whole
     // connect cut short.
@@ -484,8 +499,17 @@ async fn connect(
         // What the connect started is dropped with it: a stdio transport
         // still in its handshake kills its group at once (`Group`), a
         // connection made closes its transport (`GroupTransport::close`).
-        Err(_) if initialized.load(Ordering::Acquire) => Err(did_not_answer("tools/list", timeout)),
-        Err(_) => Err(did_not_answer("initialize", timeout)),
+        Err(_) => {
+            let step = if initialized.load(Ordering::Acquire) {
+                "tools/list"
+            } else {
+                "initialize"
+            };
+            Err(Error::Upstream {
+                upstream: upstream.name.clone(),
+                reason: did_not_answer(step, timeout),
+            })
+        }
     }
 }
 
@@ -505,7 +529,11 @@ async fn connect_unbounded(
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
     initialized: Arc<AtomicBool>,
-) -> Result<(ReplaySafeClient, Vec<Tool>), String> {
+) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
+    let unreachable = |reason: String| Error::Upstream {
+        upstream: upstream.name.clone(),
+        reason,
+    };
     let timeout = upstream.call_timeout;
     let upstream_name = upstream.name.clone();
     let handler = UpstreamHandler {
@@ -563,9 +591,11 @@ async fn connect_unbounded(
                     continue;
                 }
                 let header = http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|error| format!("header `{name}`: {error}"))?;
+                    .map_err(|error| unreachable(format!("header `{name}`: {error}")))?;
                 let value = http::HeaderValue::from_str(value).map_err(|_| {
-                    format!("header `{name}`: the value is not a valid header value")
+                    unreachable(format!(
+                        "header `{name}`: the value is not a valid header value"
+                    ))
                 })?;
                 config.custom_headers.insert(header, value);
             }
@@ -586,8 +616,8 @@ async fn connect_unbounded(
                 .await
         }
     }
-    .map_err(|error| error.to_string())?;
-    let tools = definitions(&*client.tools().await)?;
+    .map_err(|error| unreachable(error.to_string()))?;
+    let tools = definitions(&upstream.name, &*client.tools().await)?;
     Ok((client, tools))
 }
 
@@ -613,19 +643,23 @@ async fn handshake<T, E: Into<BoxError>>(
 ///
 /// # Errors
 ///
-/// A definition that is not an MCP `Tool`, named (rmcp read each one as a
-/// `Tool` before the client collected it, so none is expected).
-fn definitions(listed: &ToolList) -> Result<Vec<Tool>, String> {
+/// [`Error::Upstream`] of `upstream` for a definition that is not an MCP
+/// `Tool`, named (rmcp read each one as a `Tool` before the client
+/// collected it, so none is expected).
+fn definitions(upstream: &str, listed: &ToolList) -> Result<Vec<Tool>, Error> {
     listed
         .tools
         .iter()
         .map(|tool| {
             let definition = tool.definition.clone().unwrap_or_default();
             serde_json::from_value(serde_json::Value::Object(definition)).map_err(|error| {
-                format!(
-                    "tools/list: tool `{}` is not a tool definition: {error}",
-                    escape::shown(&tool.name)
-                )
+                Error::Upstream {
+                    upstream: upstream.to_owned(),
+                    reason: format!(
+                        "tools/list: tool `{}` is not a tool definition: {error}",
+                        escape::shown(&tool.name)
+                    ),
+                }
             })
         })
         .collect()
@@ -749,7 +783,7 @@ struct Groups {
 /// clone the same record. [`Gateway`](crate::front::Gateway) makes one for
 /// its upstreams; [`connect_all`] records into the one it is given.
 #[derive(Clone)]
-pub struct ProcessGroups {
+pub(crate) struct ProcessGroups {
     groups: Arc<Mutex<Groups>>,
 }
 
@@ -771,7 +805,7 @@ impl std::fmt::Debug for ProcessGroups {
 
 impl ProcessGroups {
     /// An empty record, accepting new groups.
-    pub fn new() -> ProcessGroups {
+    pub(crate) fn new() -> ProcessGroups {
         ProcessGroups {
             groups: Arc::new(Mutex::new(Groups {
                 live: BTreeMap::new(),
@@ -787,7 +821,7 @@ impl ProcessGroups {
     /// gateway is stopping"): the gateway is about to exit, and a kill
     /// left to a task would not run once the runtime ends. Calling it again
     /// kills nothing more.
-    pub fn stop_all(&self) {
+    pub(crate) fn stop_all(&self) {
         let mut groups = self.lock();
         groups.stopping = true;
         for (_, pgid) in std::mem::take(&mut groups.live) {
@@ -799,7 +833,7 @@ impl ProcessGroups {
     /// held by a program for as long as it serves, so that every way out
     /// (a return, an error, an unwinding panic, a future dropped on a
     /// signal) stops the upstreams.
-    pub fn stop_on_drop(&self) -> StopOnDrop {
+    pub(crate) fn stop_on_drop(&self) -> StopOnDrop {
         StopOnDrop {
             groups: Some(self.clone()),
         }
@@ -811,8 +845,8 @@ impl ProcessGroups {
     }
 }
 
-/// Stops its [`ProcessGroups`] when dropped (see
-/// [`ProcessGroups::stop_on_drop`]).
+/// Kills the process groups of a gateway's stdio upstreams when dropped,
+/// and lets none start again ([`Gateway::upstream_stopper`](crate::front::Gateway::upstream_stopper)).
 #[must_use = "the process groups are stopped when this is dropped"]
 #[derive(Debug)]
 pub struct StopOnDrop {

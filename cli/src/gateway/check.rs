@@ -32,7 +32,7 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     }
     log::AuditLog::check(&config.log.path).map_err(|error| error.to_string())?;
     if let Some(lock) = config.lock.as_ref().filter(|lock| lock.deny_drift) {
-        approval::DriftLock::load(lock)?;
+        approval::DriftLock::load(lock).map_err(|error| error.to_string())?;
     }
     // `served_tools` stops every stdio upstream's process group before it
     // returns, and when its future is dropped on a signal.
@@ -40,7 +40,9 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
         served: tools,
         listed,
         unavailable,
-    } = front::served_tools(&config).await?;
+    } = front::served_tools(&config)
+        .await
+        .map_err(|error| error.to_string())?;
     let listed = listed
         .iter()
         .map(|(upstream, tool)| (upstream.as_str(), tool.as_str()));

@@ -4,7 +4,7 @@
 
 use std::fmt::{self, Write as _};
 
-use mcp_hints_gateway::upstream::STDERR_TARGET;
+use mcp_hints_gateway::STDERR_TARGET;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::filter::{LevelFilter, Targets};

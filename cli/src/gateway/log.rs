@@ -217,7 +217,7 @@ fn parse_glob(text: &str) -> Result<glob::Pattern, String> {
 }
 
 fn parse_since(text: &str) -> Result<SystemTime, String> {
-    rfc3339::parse(text)
+    rfc3339::parse(text).map_err(|error| error.to_string())
 }
 
 impl LogArgs {
@@ -240,7 +240,7 @@ impl LogArgs {
         }
         match self.since {
             None => Ok(true),
-            Some(since) => Ok(rfc3339::parse(&entry.time)? >= since),
+            Some(since) => Ok(parse_since(&entry.time)? >= since),
         }
     }
 }

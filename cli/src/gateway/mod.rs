@@ -90,7 +90,7 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
             eprintln!("gateway: stopping on {signal}");
             return Ok(0);
         }
-        started = starting => started?,
+        started = starting => started.map_err(|error| error.to_string())?,
     };
     // Dropped when this function returns, whichever way it does (or
     // unwinds): every stdio upstream's process group is killed.
@@ -145,7 +145,11 @@ async fn serve_started(
         let _ = stopped.wait_for(|stop| *stop).await;
     };
     let admin = match gateway.config().listen.admin_http {
-        Some(address) => Some(front::serve_admin(gateway.clone(), address).await?),
+        Some(address) => Some(
+            front::serve_admin(gateway.clone(), address)
+                .await
+                .map_err(|error| error.to_string())?,
+        ),
         None => None,
     };
     // `serve` refused a config with neither before starting anything.
@@ -156,7 +160,7 @@ async fn serve_started(
     if let Some(admin) = admin {
         admin.abort();
     }
-    served
+    served.map_err(|error| error.to_string())
 }
 
 /// The signals that stop `gateway serve`: SIGINT, SIGTERM and SIGHUP on

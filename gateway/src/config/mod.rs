@@ -405,7 +405,7 @@ pub struct Predicate {
 impl Predicate {
     /// The predicate names, in the order of the spec's schema: each
     /// hint's `#[tool]` flag for true (`read_only`, `destructive`, ...).
-    pub const NAMES: [(&'static str, Hint); 4] = [
+    pub(crate) const NAMES: [(&'static str, Hint); 4] = [
         Predicate::named(Hint::ReadOnly),
         Predicate::named(Hint::Destructive),
         Predicate::named(Hint::Idempotent),
@@ -420,7 +420,7 @@ impl Predicate {
     }
 
     /// The name of `hint` as a predicate (`read_only`).
-    pub fn name_of(hint: Hint) -> &'static str {
+    pub(crate) fn name_of(hint: Hint) -> &'static str {
         Predicate::NAMES[hint as usize].0
     }
 }

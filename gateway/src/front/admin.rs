@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::auth::{bearer, unauthorized};
 use super::serve::{allowed_hosts, bind};
+use crate::Error;
 use crate::approval::DecideRequest;
 
 /// Serves the admin endpoint on `address`, in a task of its own:
@@ -30,22 +31,24 @@ use crate::approval::DecideRequest;
 ///
 /// # Errors
 ///
-/// No `[admin]` token, an address that is not loopback without
-/// `listen.public`, or one that cannot be bound.
+/// [`Error::AdminWithoutToken`] when `[admin]` gives no token,
+/// [`Error::NotLoopback`] for an address that is not loopback without
+/// `listen.public`, [`Error::Bind`] for one that cannot be bound (or
+/// [`Error::LocalAddress`] when the bound address cannot be read).
 pub async fn serve_admin(
     gateway: Arc<Gateway>,
     address: SocketAddr,
-) -> Result<tokio::task::JoinHandle<()>, String> {
+) -> Result<tokio::task::JoinHandle<()>, Error> {
     if gateway.config.admin.is_none() {
-        return Err(format!(
-            "{}: `listen.admin_http` is set but `[admin]` gives no token",
-            gateway.config.path.display()
-        ));
+        return Err(Error::AdminWithoutToken {
+            config: gateway.config.path.clone(),
+        });
     }
     let listener = bind(address, gateway.config.listen.public, "listen.admin_http").await?;
-    let bound = listener
-        .local_addr()
-        .map_err(|error| format!("listen.admin_http: {error}"))?;
+    let bound = listener.local_addr().map_err(|error| Error::LocalAddress {
+        key: "listen.admin_http",
+        error,
+    })?;
     let _ = gateway.admin_flag.set(crate::approval::admin_flag(
         &gateway.config.path,
         address,

@@ -26,7 +26,7 @@ type ResponseFuture<E> = Pin<Box<dyn Future<Output = Result<Response, E>> + Send
 /// The principal of an HTTP request, put in its extensions by the
 /// authentication layer once its bearer token matched a `[[client]]`.
 #[derive(Clone, Debug)]
-pub struct Principal(pub Arc<str>);
+pub(crate) struct Principal(pub(crate) Arc<str>);
 
 /// The bearer-token check in front of the HTTP guard and rmcp: a request
 /// whose `Authorization: Bearer TOKEN` matches a `[[client]]` of the

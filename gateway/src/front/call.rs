@@ -24,7 +24,7 @@ use crate::approval::{Approvals, Drift, Parked, Resolution};
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::policy::{CallScope, Expiry, Verdict};
 use crate::upstream::{self, Upstream};
-use crate::{defaults, namespaced, split};
+use crate::{Error, defaults, namespaced, split};
 
 /// What the client gets when a call ends: a tool result (refusals
 /// included, as tool errors) or a JSON-RPC error.
@@ -181,13 +181,7 @@ impl Front {
             {
                 return Err(end(refused));
             }
-            return Err(Box::new(Err(ErrorData::invalid_params(
-                format!(
-                    "unknown tool `{}`: the gateway serves `UPSTREAM__TOOL` names from tools/list",
-                    escape::shown(&name)
-                ),
-                Some(json!({ "tool": name })),
-            ))));
+            return Err(Box::new(Err(ErrorData::from(Error::UnknownTool { name }))));
         };
         let hints = listed.logged_hints.clone();
         let record = self.record_of(
@@ -328,7 +322,7 @@ impl Front {
                     "`{}` was approved, but the lock could not be written ({}); it was not \
                      forwarded",
                     escape::shown(name),
-                    mcp_hints_core::escape::one_line(&error)
+                    mcp_hints_core::escape::one_line(&error.to_string())
                 ),
                 json!({ "decision": "drift" }),
             )));
@@ -590,7 +584,7 @@ impl Front {
                 let _ = self
                     .finish(&record, decision, rule, Outcome::Unavailable, Some(0))
                     .await;
-                return Ok(unavailable(&name, &upstream.name, &reason));
+                return Ok(unavailable(&name, &upstream.name, &reason.to_string()));
             }
         };
         let sent = ToolCall::new(listed.tool.clone()).arguments(arguments);
@@ -608,6 +602,7 @@ impl Front {
             .finish(&record, decision, rule, outcome, Some(attempts))
             .await
         {
+            let error = error.to_string();
             // The call ran: its answer is the caller's. The missing entry
             // is said where the operator sees it.
             let (id, error) = (&record.id, mcp_hints_core::escape::one_line(&error));
@@ -705,17 +700,13 @@ impl Front {
         rule: Option<String>,
         outcome: Outcome,
         attempts: Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let entry = record.entry(Phase::Finished, decision, rule, Some(outcome), attempts);
         self.write_finished(&entry).await
     }
 
-    async fn write_finished(&self, entry: &Entry) -> Result<(), String> {
-        self.gateway
-            .log
-            .record(entry, Durability::Written)
-            .await
-            .map_err(|error| error.to_string())
+    async fn write_finished(&self, entry: &Entry) -> Result<(), Error> {
+        Ok(self.gateway.log.record(entry, Durability::Written).await?)
     }
 }
 
@@ -832,12 +823,13 @@ fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
     }
 }
 
-fn log_failed(error: &str) -> CallToolResult {
+/// The refusal of a call whose audit entry could not be written.
+fn log_failed(error: &Error) -> CallToolResult {
     refusal(
         format!(
             "the gateway's audit log cannot be written ({}), so the call was refused and not \
              forwarded",
-            mcp_hints_core::escape::one_line(error)
+            mcp_hints_core::escape::one_line(&error.to_string())
         ),
         json!({ "outcome": "refused", "reason": "audit_log" }),
     )

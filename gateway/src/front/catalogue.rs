@@ -16,7 +16,7 @@ use crate::approval::DriftLock;
 use crate::config::Config;
 use crate::policy::{self, EffectiveHints};
 use crate::upstream::{self, ProcessGroups, UNAVAILABLE_META_KEY, Upstream};
-use crate::{check_names, namespaced};
+use crate::{Error, check_names, namespaced};
 
 /// One namespaced tool: where it goes and what the policy knows of it.
 pub(super) struct Listed {
@@ -51,8 +51,9 @@ impl Catalogue {
     ///
     /// # Errors
     ///
-    /// Colliding or over-long namespaced names, every one named.
-    pub(super) fn build(config: &Config, upstreams: &[Arc<Upstream>]) -> Result<Catalogue, String> {
+    /// [`Error::Names`] for colliding or over-long namespaced names, every
+    /// one named (and no config path).
+    pub(super) fn build(config: &Config, upstreams: &[Arc<Upstream>]) -> Result<Catalogue, Error> {
         let mut catalogue = Catalogue::default();
         for upstream in upstreams {
             let unavailable = upstream.unavailable();
@@ -160,8 +161,8 @@ pub(super) fn say_left_out(
 ///
 /// # Errors
 ///
-/// Colliding or over-long namespaced names, after the config's path (the
-/// upstreams were started; `groups` are stopped).
+/// [`Error::Names`] for colliding or over-long namespaced names, after the
+/// config's path (the upstreams were started; `groups` are stopped).
 pub(super) async fn start_upstreams(
     config: &Config,
     groups: &ProcessGroups,
@@ -172,13 +173,18 @@ pub(super) async fn start_upstreams(
         HashSet<(String, String)>,
         mpsc::UnboundedReceiver<String>,
     ),
-    String,
+    Error,
 > {
     let stop = groups.stop_on_drop();
     let (sender, receiver) = mpsc::unbounded_channel();
     let upstreams = upstream::connect_all(config, sender, groups).await;
-    let catalogue = Catalogue::build(config, &upstreams)
-        .map_err(|error| format!("{}: {error}", config.path.display()))?;
+    let catalogue = Catalogue::build(config, &upstreams).map_err(|error| match error {
+        Error::Names { problems, .. } => Error::Names {
+            config: Some(config.path.clone()),
+            problems,
+        },
+        other => other,
+    })?;
     let left_out = say_left_out(&catalogue, &HashSet::new());
     let unavailable = upstreams
         .iter()
@@ -230,9 +236,9 @@ pub struct ServedTools {
 ///
 /// # Errors
 ///
-/// Colliding or over-long namespaced names, as [`GatewayBuilder::start`](super::GatewayBuilder::start) says
-/// them.
-pub async fn served_tools(config: &Config) -> Result<ServedTools, String> {
+/// [`Error::Names`] for colliding or over-long namespaced names, as
+/// [`GatewayBuilder::start`](super::GatewayBuilder::start) says them.
+pub async fn served_tools(config: &Config) -> Result<ServedTools, Error> {
     let groups = ProcessGroups::new();
     let _stop = groups.stop_on_drop();
     let (upstreams, catalogue, _, _) = start_upstreams(config, &groups).await?;

@@ -12,6 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::catalogue::{Catalogue, say_left_out, start_upstreams};
+use crate::Error;
 use crate::approval::{Approvals, DriftLock};
 use crate::config::Config;
 use crate::defaults;
@@ -27,7 +28,9 @@ use super::router;
 /// are on by default, as `mcp-hints gateway serve` has them.
 ///
 /// ```no_run
-/// # async fn run(config: mcp_hints_gateway::config::Config) -> Result<(), String> {
+/// # async fn run(
+/// #     config: mcp_hints_gateway::config::Config,
+/// # ) -> Result<(), mcp_hints_gateway::Error> {
 /// let gateway = mcp_hints_gateway::front::Gateway::builder(config)
 ///     .retry_unreachable(false)
 ///     .start()
@@ -89,9 +92,12 @@ impl GatewayBuilder {
     ///
     /// # Errors
     ///
-    /// A log or lock that cannot be opened, or colliding tool names, both
-    /// named.
-    pub async fn start(self) -> Result<Arc<Gateway>, String> {
+    /// [`Error::Log`] for an audit log that cannot be opened,
+    /// [`Error::LockRead`] or [`Error::LockInvalid`] for a drift lock that
+    /// cannot be loaded (with `deny_drift`), and [`Error::Names`] for
+    /// colliding or over-long tool names, after the config's path; each
+    /// names the file or the tools.
+    pub async fn start(self) -> Result<Arc<Gateway>, Error> {
         let gateway = Arc::new(Gateway::open(self.config).await?);
         if self.follow_list_changes {
             gateway.clone().follow_list_changes();
@@ -155,10 +161,9 @@ impl Gateway {
     ///
     /// # Errors
     ///
-    /// A log or lock that cannot be opened, or colliding tool names, both
-    /// named.
-    async fn open(config: Config) -> Result<Gateway, String> {
-        let log = AuditLog::open(&config.log.path).map_err(|error| error.to_string())?;
+    /// As [`GatewayBuilder::start`].
+    async fn open(config: Config) -> Result<Gateway, Error> {
+        let log = AuditLog::open(&config.log.path)?;
         let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
             Some(lock) => Some(tokio::sync::Mutex::new(DriftLock::load(lock)?)),
             None => None,
@@ -264,6 +269,7 @@ impl Gateway {
                     continue;
                 };
                 if let Err(error) = upstream.refresh().await {
+                    let error = error.to_string();
                     let error = mcp_hints_core::escape::one_line(&error);
                     tracing::warn!(
                         upstream = %name,
@@ -323,6 +329,7 @@ impl Gateway {
                     .unwrap_or_else(PoisonError::into_inner) = Arc::new(catalogue);
             }
             Err(error) => {
+                let error = error.to_string();
                 let error = mcp_hints_core::escape::one_line(&error);
                 tracing::warn!(
                     %error,
@@ -360,7 +367,7 @@ impl Gateway {
     }
 
     /// Kills every stdio upstream's process group at once, and starts none
-    /// again from then on ([`ProcessGroups::stop_all`]): the last thing
+    /// again from then on: the last thing
     /// before the program exits, since a kill left to a task would not run
     /// once the runtime ends.
     pub fn stop_upstreams(&self) {
@@ -377,10 +384,11 @@ impl Gateway {
 
     /// Appends a `decided` entry to the audit log and waits until it is on
     /// disk: the call it records goes on only then.
-    pub(super) async fn record(&self, entry: &Entry) -> Result<(), String> {
-        self.log
-            .record(entry, Durability::Synced)
-            .await
-            .map_err(|error| error.to_string())
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Log`] when it cannot be written or synced.
+    pub(super) async fn record(&self, entry: &Entry) -> Result<(), Error> {
+        Ok(self.log.record(entry, Durability::Synced).await?)
     }
 }

@@ -13,12 +13,12 @@
 //! | `catalogue` | the served tools, namespaced, hints explicit; [`served_tools`] |
 //! | `call` | one `tools/call`, step by step |
 //! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
-//! | `auth` | bearer tokens to [`Principal`]s; each session kept to its principal |
+//! | `auth` | bearer tokens to principals; each session kept to its principal |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls |
 //!
 //! # A call, in order
 //!
-//! [`Front::call_tool`] reads as the request path, each step a function
+//! `Front::call_tool` reads as the request path, each step a function
 //! of its own. *Resolve*: the name is split (an unknown one is a JSON-RPC
 //! invalid-params error naming it). *Drift*: the tool's fingerprint is
 //! checked against the drift lock. *Decide*: the policy decides.
@@ -75,23 +75,24 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::broadcast;
 
 pub use self::admin::serve_admin;
-pub use self::auth::Principal;
+pub(crate) use self::auth::Principal;
 pub use self::catalogue::{ServedTool, ServedTools, served_tools};
 pub use self::gateway::{Gateway, GatewayBuilder};
 pub use self::serve::{router, serve_http, serve_stdio};
 use super::defaults;
+pub use crate::upstream::{StopOnDrop, UNAVAILABLE_META_KEY};
 
 /// The MCP server of one client connection: the gateway, and the principal
 /// of a stdio client (HTTP requests carry theirs).
 #[derive(Clone)]
-pub struct Front {
+pub(crate) struct Front {
     gateway: Arc<Gateway>,
     principal: Option<Arc<str>>,
 }
 
 impl Front {
     /// The server of one stdio client, principal `local`.
-    pub fn stdio(gateway: Arc<Gateway>) -> Front {
+    pub(crate) fn stdio(gateway: Arc<Gateway>) -> Front {
         Front {
             gateway,
             principal: Some(Arc::from("local")),
@@ -100,7 +101,7 @@ impl Front {
 
     /// The server of HTTP clients: each request's principal comes from its
     /// bearer token.
-    pub fn http(gateway: Arc<Gateway>) -> Front {
+    pub(crate) fn http(gateway: Arc<Gateway>) -> Front {
         Front {
             gateway,
             principal: None,
@@ -168,10 +169,7 @@ impl ServerHandler for Front {
         let Some(principal) = self.principal(&context) else {
             // The authentication layer lets no request through without
             // one; refuse rather than guess.
-            return Err(ErrorData::invalid_request(
-                "the request has no authenticated principal",
-                None,
-            ));
+            return Err(ErrorData::from(crate::Error::NoPrincipal));
         };
         self.call(request, &principal, &context)
             .await

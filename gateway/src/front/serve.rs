@@ -17,6 +17,7 @@ use tower::Layer;
 
 use super::auth::{BearerAuthLayer, SessionOwnershipLayer};
 use super::{Front, Gateway};
+use crate::Error;
 
 #[cfg(doc)]
 use crate::approval::Approvals;
@@ -28,17 +29,19 @@ use crate::approval::Approvals;
 ///
 /// # Errors
 ///
-/// When the session cannot start.
+/// [`Error::StdioSession`] when the session cannot start.
 pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     stop: impl Future<Output = ()>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let transport = mcp_hints::stdio::guarded();
     let signal = stop;
     tokio::pin!(signal);
     let service = tokio::select! {
         service = Front::stdio(gateway.clone()).serve(transport) => {
-            service.map_err(|error| format!("the stdio session did not start: {error}"))?
+            service.map_err(|error| Error::StdioSession {
+                error: Box::new(error),
+            })?
         }
         () = &mut signal => {
             gateway.close();
@@ -70,13 +73,14 @@ pub async fn serve_stdio(
 ///
 /// # Errors
 ///
-/// A `listen.allow_origins` entry that is not an origin.
-pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, String> {
+/// [`Error::AllowOrigin`] for a `listen.allow_origins` entry that is not an
+/// origin.
+pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, Error> {
     let mut guard = HttpGuard::for_address(bound);
     for origin in &gateway.config.listen.allow_origins {
         guard = guard
             .allow_origin(origin)
-            .map_err(|error| format!("listen.allow_origins: {error}"))?;
+            .map_err(|error| Error::AllowOrigin { error })?;
     }
     let mut config = StreamableHttpServerConfig::default();
     // rmcp checks `Host` (DNS rebinding): loopback names, and here also
@@ -111,17 +115,21 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
 ///
 /// # Errors
 ///
-/// An address that is not loopback without `listen.public`, one that
-/// cannot be bound, or an `allow_origins` entry that is not an origin.
+/// [`Error::NotLoopback`] for an address that is not loopback without
+/// `listen.public`, [`Error::Bind`] for one that cannot be bound (or
+/// [`Error::LocalAddress`] when the bound address cannot be read),
+/// [`Error::AllowOrigin`] as [`router`], and [`Error::Serve`] when serving
+/// ends with an error.
 pub async fn serve_http(
     gateway: Arc<Gateway>,
     address: SocketAddr,
     stop: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let listener = bind(address, gateway.config.listen.public, "listen.http").await?;
-    let bound = listener
-        .local_addr()
-        .map_err(|error| format!("listen.http: {error}"))?;
+    let bound = listener.local_addr().map_err(|error| Error::LocalAddress {
+        key: "listen.http",
+        error,
+    })?;
     let app = router(gateway.clone(), bound)?;
     tracing::info!(
         address = %bound,
@@ -141,7 +149,10 @@ pub async fn serve_http(
         })
         .await;
     gateway.close();
-    served.map_err(|error| format!("serving HTTP on {bound}: {error}"))
+    served.map_err(|error| Error::Serve {
+        address: bound,
+        error,
+    })
 }
 
 /// Binds `address`, refusing one that is not loopback unless `public`
@@ -153,20 +164,26 @@ pub async fn serve_http(
 /// connection Nagle's algorithm holds that small write until the client
 /// acknowledges the previous one, and clients delay acknowledgements (40 ms
 /// on Linux): each request after a connection's first would wait for it.
+///
+/// # Errors
+///
+/// [`Error::NotLoopback`] or [`Error::Bind`], naming `key`, the config
+/// key that gave `address`.
 pub(super) async fn bind(
     address: SocketAddr,
     public: bool,
-    key: &str,
-) -> Result<impl Listener<Io = TcpStream, Addr = SocketAddr>, String> {
+    key: &'static str,
+) -> Result<impl Listener<Io = TcpStream, Addr = SocketAddr>, Error> {
     if !public && !address.ip().is_loopback() {
-        return Err(format!(
-            "{key} = \"{address}\" is not a loopback address; set `listen.public = true` to \
-             listen beyond this machine (and keep its tokens secret)"
-        ));
+        return Err(Error::NotLoopback { key, address });
     }
     let listener = TcpListener::bind(address)
         .await
-        .map_err(|error| format!("{key}: cannot listen on {address}: {error}"))?;
+        .map_err(|error| Error::Bind {
+            key,
+            address,
+            error,
+        })?;
     Ok(listener.tap_io(|stream: &mut TcpStream| {
         // A socket that refuses the option still serves, only slower.
         if let Err(error) = stream.set_nodelay(true) {
