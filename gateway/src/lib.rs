@@ -75,8 +75,8 @@
 //! | `log` | error | the audit log cannot be written: calls are refused | `path`, `error` |
 //! | `log` | info | the audit log is written again | `path` |
 //!
-//! Nothing is logged below info. Where an item's docs say a thing is said
-//! on stderr, it is one of these events.
+//! Nothing is logged below info. Where an item's docs say a thing is "said
+//! as an event", it is one of these.
 //!
 //! # Stopping
 //!

@@ -303,7 +303,7 @@ struct Appender {
     health: Health,
 }
 
-/// Whether appends and syncs are failing, said on stderr once per change
+/// Whether appends and syncs are failing, said as an event once per change
 /// (every call is refused while they fail, and the operator must know
 /// why), not once per call.
 #[derive(Debug, Default)]

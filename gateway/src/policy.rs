@@ -132,7 +132,7 @@ pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
 /// match no tool of the upstreams they name, among `tools` (each
 /// upstream's name and its own tool names), in config order:
 /// ``rule[0].tool `delte_note` matches no tool of the upstreams `notes`
-/// names``. Said on stderr at start, since
+/// names``. Said as an event at start, since
 /// a typo there makes a rule that never fires.
 pub fn unmatched_tool_globs<'a>(
     config: &Config,

@@ -146,7 +146,7 @@ pub(crate) struct Upstream {
     asserts: Arc<Vec<Assert>>,
     /// Where its process groups are recorded: its gateway's.
     groups: ProcessGroups,
-    /// How many restarts of its connection were said on stderr.
+    /// How many restarts of its connection were said as an event.
     restarts_said: std::sync::atomic::AtomicU64,
 }
 
@@ -198,7 +198,7 @@ impl Upstream {
     }
 
     /// Marks it unavailable (its calls can no longer be sent); its tools
-    /// stay listed, marked. Said on stderr when it was serving, as
+    /// stay listed, marked. Said as an event when it was serving, as
     /// ``gateway: upstream `NAME` is unavailable: REASON; ...`` (the reason
     /// escaped), so that an operator sees the change without a client
     /// calling. Once the gateway is stopping, its reason stays that.
@@ -219,14 +219,14 @@ impl Upstream {
     }
 
     /// Marks it serving again (a call reached it); true when it was marked
-    /// unavailable, and then said on stderr
+    /// unavailable, and then said as an event
     /// (``gateway: upstream `NAME` serves again``).
     pub(crate) fn mark_available(&self) -> bool {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         state.client.is_some() && self.serving_again(&mut state)
     }
 
-    /// Says on stderr, once each, the restarts of its connection that
+    /// Says, as an event once each, the restarts of its connection that
     /// `client` made since the last said
     /// (``gateway: upstream `NAME` was started again ...``): the
     /// replay-safe client makes them by itself before a call, and a stdio
@@ -351,7 +351,7 @@ impl Upstream {
 }
 
 /// Connects every upstream at once. One that cannot be reached is
-/// returned unavailable, with the reason, and said on stderr; the others
+/// returned unavailable, with the reason, and said as an event; the others
 /// serve. `changed` receives an upstream's name each time it sends
 /// `notifications/tools/list_changed`; the stdio upstreams' process groups,
 /// now and whenever one is started again, are recorded in `groups`.

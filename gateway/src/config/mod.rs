@@ -89,7 +89,7 @@ pub struct Config {
 
 impl Config {
     /// What is valid but probably not what the operator meant, one message
-    /// each, to say on stderr at start: a `require_approval` rule with no
+    /// each, to say as an event at start: a `require_approval` rule with no
     /// admin endpoint (its calls can only expire), an HTTP endpoint with no
     /// `[[client]]` (nobody can be let in), and a token shorter than
     /// [`defaults::MIN_TOKEN_CHARS`] (guessable).

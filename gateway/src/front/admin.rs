@@ -26,7 +26,7 @@ use crate::approval::DecideRequest;
 /// than its own; `listen.allow_origins` are for clients, not here) and a
 /// `Host` check (403 for a name other than a loopback one or the bound
 /// address, 400 for none), so that a web page cannot reach it by DNS
-/// rebinding. Says the bound address on stderr: `gateway: admin endpoint
+/// rebinding. Says the bound address as an event: `gateway: admin endpoint
 /// at http://ADDR`.
 ///
 /// # Errors

@@ -546,7 +546,7 @@ impl Front {
     /// Records how a parked call ended: the entries
     /// [`resolution_entries`] gives, the `decided` one synced before the
     /// call goes on (a log that cannot be written ends it refused), and
-    /// an abandoned call said on stderr.
+    /// an abandoned call said as an event.
     async fn record_resolution(
         &self,
         call: &Call,
@@ -763,7 +763,7 @@ fn resolution_entries(
 /// guard's `Drop`): its [`resolution_entries`], `decided` then `finished`
 /// (outcome `refused`) with decision `abandoned`, are written at once,
 /// though nothing is left to wait for them, and synced by the log's sync
-/// thread; and it is said on stderr.
+/// thread; and it is said as an event.
 fn record_abandoned(log: &AuditLog, record: &CallRecord, rule: Option<String>) {
     let (decided, finished) = resolution_entries(record, &Resolution::Abandoned, rule);
     queue(log, &decided, Durability::Synced);
@@ -793,7 +793,7 @@ fn parked(
     }
 }
 
-/// Says on stderr that the parked call `id` of `name` was abandoned, for
+/// Says, as an event, that the parked call `id` of `name` was abandoned, for
 /// the approver who may be about to decide it.
 fn said_abandoned(id: &str, name: &str) {
     let tool = escape::shown(name);
@@ -808,7 +808,7 @@ fn said_abandoned(id: &str, name: &str) {
 /// Writes `entry` without waiting for its sync, where nothing can wait (a
 /// `Drop`): [`AuditLog::record`] writes its line and asks for its sync
 /// before its first await, so one poll is enough. An error has nowhere to
-/// go but stderr.
+/// go but an event.
 fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
     let mut recording = std::pin::pin!(log.record(entry, durability));
     let mut context = Context::from_waker(std::task::Waker::noop());

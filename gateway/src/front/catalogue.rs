@@ -125,7 +125,7 @@ fn exposed(tool: &Tool, name: &str, hints: &EffectiveHints, unavailable: Option<
     tool
 }
 
-/// Says on stderr, once each, the tools `catalogue` leaves out for their
+/// Says, as an event once each, the tools `catalogue` leaves out for their
 /// names that are not in `said` already; returns the ones it leaves out,
 /// the next `said`.
 pub(super) fn say_left_out(
@@ -153,7 +153,7 @@ pub(super) fn say_left_out(
 }
 
 /// Connects every upstream of `config`, their process groups recorded in
-/// `groups`, and builds the served list, saying on stderr what start-up
+/// `groups`, and builds the served list, saying, as events, what start-up
 /// says: each unavailable upstream, each tool left out for its name, and
 /// the count of tools. Returns the upstreams, the list, the tools left
 /// out, and the receiver of their `notifications/tools/list_changed`. Cut

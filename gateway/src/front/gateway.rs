@@ -140,7 +140,7 @@ pub struct Gateway {
     /// Upstream names, as each sends `notifications/tools/list_changed`.
     pub(super) changed: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     /// The tools the served list leaves out for their names, as last said
-    /// on stderr: each is said once while it stays left out.
+    /// as an event: each is said once while it stays left out.
     pub(super) left_out: Mutex<HashSet<(String, String)>>,
     /// How the commands the gateway prints reach its admin endpoint
     /// (`--config PATH` or `--admin URL`), set once it is bound.
@@ -227,8 +227,8 @@ impl Gateway {
     /// Before the gateway exits: denies every parked call (the gateway
     /// stopping), gives their tasks a moment to record and answer it, then waits until every
     /// written audit entry is synced (the log's sync thread dies with the
-    /// process). A log that cannot be synced is said on
-    /// stderr.
+    /// process). A log that cannot be synced is said as an
+    /// event.
     pub async fn finish_log(&self) {
         if self.approvals.deny_all_stopping() > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -316,7 +316,7 @@ impl Gateway {
 
     /// Rebuilds the served list from the upstreams' lists and tells every
     /// client; a list whose names collide is not served (the old one
-    /// stays), and said on stderr.
+    /// stays), and said as an event.
     pub(super) fn republish(&self) {
         match Catalogue::build(&self.config, &self.upstreams) {
             Ok(catalogue) => {

@@ -39,7 +39,7 @@
 //!
 //! A tool whose own name the spec does not allow (empty, over 128
 //! characters, or outside `A-Z a-z 0-9 _ - .`) is not served, and said once
-//! on stderr; its upstream's other tools are.
+//! as an event; its upstream's other tools are.
 //!
 //! # Hints on the way through
 //!

@@ -109,7 +109,7 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
 
 /// Serves [`router`] at `http://ADDRESS/mcp` until `stop` resolves (the
 /// command's signals), every connection with `TCP_NODELAY`. Says the bound
-/// address on stderr: `gateway: serving MCP over streamable HTTP at
+/// address as an event: `gateway: serving MCP over streamable HTTP at
 /// http://ADDR/mcp`. At `stop`, parked calls are denied
 /// ([`Approvals::deny_all_stopping`]) before the sessions end.
 ///
