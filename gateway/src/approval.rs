@@ -663,6 +663,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::scratch::Scratch;
 
     fn call(id: &str, parked_at: u64) -> Parked {
         Parked {
@@ -901,29 +902,6 @@ mod tests {
         assert_eq!(back, pending[0]);
         for task in tasks {
             task.abort();
-        }
-    }
-
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            let path = std::env::temp_dir().join(format!(
-                "mcp-hints-approval-{name}-{}-{nanos}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&path).unwrap();
-            Scratch(path)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 

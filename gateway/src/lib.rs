@@ -96,6 +96,8 @@ mod error;
 pub mod front;
 pub mod log;
 pub mod policy;
+#[cfg(test)]
+mod scratch;
 mod upstream;
 
 use std::collections::HashMap;

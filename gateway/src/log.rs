@@ -868,35 +868,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    /// A fresh directory under the system's temporary directory, removed
-    /// when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let path = std::env::temp_dir().join(format!(
-                "mcp-hints-gateway-{name}-{}-{}",
-                std::process::id(),
-                nanos_now()
-            ));
-            std::fs::create_dir_all(&path).unwrap();
-            Scratch(path)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn nanos_now() -> u128 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    }
+    use crate::scratch::Scratch;
 
     fn entry(n: u32, principal: &str, tool: &str, decision: &str, time: &str) -> Entry {
         Entry {

@@ -883,15 +883,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_wait_for_an_approver_is_logged_as_abandoned() {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "mcp-hints-front-abandon-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = crate::scratch::Scratch::new("front-abandon");
+        let dir = &scratch.0;
         let path = dir.join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
         let record = CallRecord {
@@ -955,6 +948,5 @@ mod tests {
             ]
         );
         assert!(entries.iter().all(|entry| entry.id == "c-1"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
