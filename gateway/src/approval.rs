@@ -35,6 +35,10 @@ use super::log::{Decision, rfc3339};
 
 use super::config::LockConfig;
 use super::policy::Expiry;
+#[cfg(test)]
+use super::state::InProcess;
+use super::state::{SharedState, StateError};
+use mcp_hints_core::escape::one_line;
 
 /// A call held for an approver: who asked for what, with the exact
 /// arguments that will be sent if it is approved. Serialised (for the
@@ -67,9 +71,13 @@ pub struct Parked {
 /// [`Resolution::Denied`].
 pub(crate) const STOPPING: &str = "the gateway (stopping)";
 
-/// How a parked call ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Resolution {
+/// How a parked call ended. Serialised (for a shared state backend) as
+/// `{"resolution": "approved", "by": "carol"}`, `{"resolution": "expired",
+/// "decision": "deny"}`, `{"resolution": "abandoned"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "resolution", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Resolution {
     /// An approver approved it: the call goes on.
     Approved {
         /// Who, as the admin request said.
@@ -86,6 +94,13 @@ pub(crate) enum Resolution {
         /// What the call became.
         decision: Expiry,
     },
+    /// The shared state could not be reached when the call was parked, or
+    /// when its end had to be recorded: it is refused (approval fails
+    /// closed), logged as `denied` with `degraded` saying why.
+    Unavailable {
+        /// The shared state's error, on one line.
+        reason: String,
+    },
     /// Its client withdrew it before anyone decided
     /// (`notifications/cancelled`, its session or connection ended, or its
     /// request's future was dropped): it is not forwarded, whatever an
@@ -96,7 +111,7 @@ pub(crate) enum Resolution {
 impl Resolution {
     /// Whether the call goes on: approved, or expired with `on_expiry =
     /// "approve"`.
-    pub(crate) fn proceeds(&self) -> bool {
+    pub fn proceeds(&self) -> bool {
         matches!(
             self,
             Resolution::Approved { .. }
@@ -108,10 +123,10 @@ impl Resolution {
 
     /// The audit log's `decision` for it: `approved`, `denied`, `expired`
     /// or `abandoned`.
-    pub(crate) fn decision(&self) -> Decision {
+    pub fn decision(&self) -> Decision {
         match self {
             Resolution::Approved { .. } => Decision::Approved,
-            Resolution::Denied { .. } => Decision::Denied,
+            Resolution::Denied { .. } | Resolution::Unavailable { .. } => Decision::Denied,
             Resolution::Expired { .. } => Decision::Expired,
             Resolution::Abandoned => Decision::Abandoned,
         }
@@ -129,32 +144,57 @@ pub enum ApprovalError {
         /// The id asked for.
         id: String,
     },
+    /// The shared state could not be reached, so nothing was decided. The
+    /// admin endpoint answers 503.
+    #[error("the call `{id}` was not decided: {reason}")]
+    Unavailable {
+        /// The id asked for.
+        id: String,
+        /// The [`StateError`]'s text.
+        reason: String,
+    },
 }
 
-/// The parked calls. Cloning shares them (one set per gateway).
+/// How often a parked call asks the shared state whether it was resolved,
+/// beside the backend's notice of each resolution (which a subscriber
+/// reconnecting may miss).
+const RESOLUTION_POLL: Duration = Duration::from_secs(1);
+
+/// The parked calls: the ledger every replica shares (in a
+/// [`SharedState`]), and the calls waiting in this one. Cloning shares
+/// them (one set per gateway).
 ///
-/// Each call waits on a oneshot channel whose sender sits in a map with the
-/// call, under a mutex that is never held across an await: an approver's
-/// decision, the timeout and the client withdrawing the call (or its
-/// future being dropped) each take the call out of the map, and only the
-/// one that finds it there resolves it, so a call is resolved once, and the
-/// id of a resolved call is unknown from then on.
-#[derive(Clone, Debug, Default)]
+/// Each call waiting here waits on a oneshot channel whose sender sits in
+/// a map under a mutex that is never held across an await. What ends a
+/// call (an approver's decision at any replica, its timeout, its client
+/// withdrawing it, or its future being dropped) first resolves it in the
+/// shared state, which takes it once: the one that did has its way, every
+/// other learns the resolution from the shared state, so a call is
+/// resolved once, and the id of a resolved call is unknown from then on.
+/// A decision made here reaches the waiting call at once; one made at
+/// another replica, through the backend's notice or, at the latest,
+/// [`RESOLUTION_POLL`] later.
+#[derive(Clone)]
 pub struct Approvals {
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Resolution>>>>,
+    shared: Arc<dyn SharedState>,
 }
 
-#[derive(Debug)]
-struct Waiting {
-    call: Parked,
-    resolve: oneshot::Sender<Resolution>,
+impl fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Approvals")
+            .field("waiting", &self.map().len())
+            .field("shared", &self.shared)
+            .finish()
+    }
 }
 
 /// The one guard of a parked call: when `park`'s future is dropped while
-/// the call waits, takes it out of the map, so a call whose client went
-/// away is not left for an approver, and runs `dropped`, where the caller
-/// records it as abandoned. Disarmed once `park` has its resolution, which
-/// the caller records itself.
+/// the call waits, takes it out of the calls waiting here and resolves it
+/// as abandoned in the shared state, so a call whose client went away is
+/// not left for an approver, and runs `dropped`, where the caller records
+/// it as abandoned. Disarmed once `park` has its resolution, which the
+/// caller records itself.
 struct Unpark<'a, F: FnOnce()> {
     approvals: &'a Approvals,
     id: &'a str,
@@ -162,8 +202,8 @@ struct Unpark<'a, F: FnOnce()> {
 }
 
 impl<F: FnOnce()> Unpark<'_, F> {
-    /// `park` returns `resolution`: the call left the map with it, and
-    /// nothing is to run on drop.
+    /// `park` returns `resolution`: the call has it, and nothing is to run
+    /// on drop.
     fn disarm(mut self, resolution: Resolution) -> Resolution {
         self.dropped = None;
         resolution
@@ -174,38 +214,68 @@ impl<F: FnOnce()> Drop for Unpark<'_, F> {
     fn drop(&mut self) {
         self.approvals.map().remove(self.id);
         if let Some(dropped) = self.dropped.take() {
+            // Nothing can wait here: the shared state learns it in a task
+            // (and a backend that cannot be reached lets the record
+            // expire with the call).
+            let (shared, id) = (self.approvals.shared.clone(), self.id.to_owned());
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = shared.resolve(&id, &Resolution::Abandoned).await;
+                });
+            }
             dropped();
         }
     }
 }
 
 impl Approvals {
-    /// No parked calls.
-    pub(crate) fn new() -> Approvals {
-        Approvals::default()
+    /// No call waiting here; the ledger is `shared`'s. A task of its own
+    /// (within the current tokio runtime) delivers the resolutions the
+    /// backend announces to the calls waiting here; it ends with the last
+    /// clone of these approvals.
+    pub(crate) fn new(shared: Arc<dyn SharedState>) -> Approvals {
+        let approvals = Approvals {
+            waiting: Arc::default(),
+            shared,
+        };
+        tokio::spawn(deliver(
+            approvals.shared.resolved(),
+            Arc::downgrade(&approvals.waiting),
+            Arc::downgrade(&approvals.shared),
+        ));
+        approvals
     }
 
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
+    /// A gateway's own approvals, on an [`InProcess`] ledger.
+    #[cfg(test)]
+    pub(crate) fn in_process() -> Approvals {
+        Approvals::new(Arc::new(InProcess::new(None)))
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Resolution>>> {
         // The map is consistent between statements: a panic elsewhere
         // while holding it leaves nothing half done.
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Parks `call` and waits until an approver approves or denies it,
-    /// `timeout` passes (on tokio's clock: then it is
+    /// Parks `call` and waits until an approver approves or denies it (at
+    /// any replica), `timeout` passes (on tokio's clock: then it is
     /// [`Resolution::Expired`] with `on_expiry`), or `withdrawn` completes
     /// (the client cancelled the request or went away: then it is
     /// [`Resolution::Abandoned`]). Sets `call.expires_at` to
     /// `call.parked_at + timeout`.
     ///
-    /// When two of these come at once, an approver's decision already sent
-    /// wins; otherwise whichever takes the call out of the map first. A
-    /// call that ended is out of [`pending`](Approvals::pending), and
-    /// deciding it then is [`ApprovalError::UnknownId`]. Dropping the
-    /// future does the same (recording it is the caller's part). A call
-    /// whose id is parked already is [`Resolution::Denied`] by `gateway` at
-    /// once: ids are fresh UUIDs, so that is a bug, and refusing is the
-    /// safe side of it.
+    /// When two of these come at once, the one the shared state took first
+    /// wins; a decision already delivered here is taken before a withdrawal
+    /// or an expiry noticed in the same turn. A call that ended is out of
+    /// [`pending`](Approvals::pending), and deciding it then is
+    /// [`ApprovalError::UnknownId`]. A call whose id is parked already is
+    /// [`Resolution::Denied`] by `gateway` at once: ids are fresh UUIDs, so
+    /// that is a bug, and refusing is the safe side of it.
+    ///
+    /// The shared state failing fails closed: a call it cannot park, or
+    /// whose expiry as approved it cannot record (so an approver's denial
+    /// elsewhere might be lost), is [`Resolution::Unavailable`].
     ///
     /// `dropped` runs if the future is dropped while the call waits
     /// (before it has its resolution): the caller's record of a call
@@ -229,36 +299,54 @@ impl Approvals {
                     by: "gateway (a call with this id is parked already)".to_owned(),
                 };
             }
-            map.insert(id.clone(), Waiting { call, resolve });
+            map.insert(id.clone(), resolve);
         }
         let unpark = Unpark {
             approvals: self,
             id: &id,
             dropped: Some(dropped),
         };
-        let withdrawn = std::pin::pin!(withdrawn);
-        let resolution = tokio::select! {
-            // A decision already sent is taken before a withdrawal or an
-            // expiry noticed in the same turn: the approver was told it
-            // was taken.
-            biased;
-            received = &mut resolved => match received {
-                Ok(resolution) => resolution,
-                // The sender is only dropped unsent when the call leaves
-                // the map without a decision, which only `Unpark` does:
-                // refuse.
-                Err(_) => Resolution::Denied {
-                    by: "gateway (the parked call was dropped)".to_owned(),
+        if let Err(error) = self.shared.park(&call).await {
+            return unpark.disarm(Resolution::Unavailable {
+                reason: one_line(&error.to_string()).into_owned(),
+            });
+        }
+        let mut withdrawn = std::pin::pin!(withdrawn);
+        let expiry = tokio::time::sleep(timeout);
+        let mut expiry = std::pin::pin!(expiry);
+        let mut poll = tokio::time::interval_at(
+            tokio::time::Instant::now() + RESOLUTION_POLL,
+            RESOLUTION_POLL,
+        );
+        let resolution = loop {
+            tokio::select! {
+                // A decision already delivered is taken before a
+                // withdrawal or an expiry noticed in the same turn: the
+                // approver was told it was taken.
+                biased;
+                received = &mut resolved => break match received {
+                    Ok(resolution) => resolution,
+                    // The sender is only dropped unsent when the call
+                    // leaves the map without a decision, which only
+                    // `Unpark` does: refuse.
+                    Err(_) => Resolution::Denied {
+                        by: "gateway (the parked call was dropped)".to_owned(),
+                    },
                 },
-            },
-            () = withdrawn => self.settle(&id, &mut resolved, Resolution::Abandoned),
-            () = tokio::time::sleep(timeout) => self.settle(
-                &id,
-                &mut resolved,
-                Resolution::Expired {
-                    decision: on_expiry,
-                },
-            ),
+                () = &mut withdrawn => {
+                    break self.settle(&id, &mut resolved, Resolution::Abandoned).await;
+                }
+                () = &mut expiry => {
+                    let ending = Resolution::Expired { decision: on_expiry };
+                    break self.settle(&id, &mut resolved, ending).await;
+                }
+                _ = poll.tick() => {
+                    if let Ok(Some(resolution)) = self.shared.resolution(&id).await {
+                        self.map().remove(&id);
+                        break resolution;
+                    }
+                }
+            }
         };
         unpark.disarm(resolution)
     }
@@ -277,33 +365,45 @@ impl Approvals {
             .await
     }
 
-    /// Ends the parked call `id` as `ending` when it is still parked (it
-    /// leaves the map); when it is gone, an approver took it at the same
-    /// moment and sent their decision while holding the map: that is the
-    /// resolution.
-    fn settle(
+    /// Ends the parked call `id` as `ending` when the shared state still
+    /// holds it parked; when it does not, another end took it first (an
+    /// approver, here or at another replica): that is the resolution.
+    async fn settle(
         &self,
         id: &str,
         resolved: &mut oneshot::Receiver<Resolution>,
         ending: Resolution,
     ) -> Resolution {
-        let mut map = self.map();
-        if map.remove(id).is_some() {
-            return ending;
+        let taken = self.shared.resolve(id, &ending).await;
+        self.map().remove(id);
+        match taken {
+            Ok(true) => ending,
+            Ok(false) => {
+                if let Ok(resolution) = resolved.try_recv() {
+                    return resolution;
+                }
+                match self.shared.resolution(id).await {
+                    Ok(Some(resolution)) => resolution,
+                    _ => fail_closed(ending, "its resolution cannot be read"),
+                }
+            }
+            Err(error) => fail_closed(ending, &one_line(&error.to_string())),
         }
-        drop(map);
-        resolved.try_recv().unwrap_or(ending)
     }
 
-    /// Approves the parked call `id`: the call goes on, its approval
-    /// logged as by `by`.
+    /// Approves the parked call `id`, parked here or at any replica
+    /// sharing this state: the call goes on, its approval logged as by
+    /// `by`.
     ///
     /// # Errors
     ///
     /// [`ApprovalError::UnknownId`] when no call `id` is parked (decided
-    /// already, expired, abandoned, or never parked).
-    pub fn approve(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
+    /// already, expired, abandoned, or never parked);
+    /// [`ApprovalError::Unavailable`] when the shared state cannot be
+    /// reached.
+    pub async fn approve(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
         self.resolve(id, Resolution::Approved { by: by.to_owned() })
+            .await
     }
 
     /// Denies the parked call `id`: it is refused, not forwarded, its
@@ -312,44 +412,116 @@ impl Approvals {
     /// # Errors
     ///
     /// As [`approve`](Approvals::approve).
-    pub fn deny(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
+    pub async fn deny(&self, id: &str, by: &str) -> Result<(), ApprovalError> {
         self.resolve(id, Resolution::Denied { by: by.to_owned() })
+            .await
     }
 
-    fn resolve(&self, id: &str, resolution: Resolution) -> Result<(), ApprovalError> {
-        let unknown = || ApprovalError::UnknownId { id: id.to_owned() };
-        let mut map = self.map();
-        let waiting = map.remove(id).ok_or_else(unknown)?;
-        // Sent under the lock, so an expiry that finds the call gone finds
-        // the decision sent. A receiver already gone is a client gone.
-        waiting.resolve.send(resolution).map_err(|_| unknown())
+    async fn resolve(&self, id: &str, resolution: Resolution) -> Result<(), ApprovalError> {
+        match self.shared.resolve(id, &resolution).await {
+            Ok(true) => {
+                // Parked here: it has the decision at once. A receiver
+                // already gone is a client gone (its guard records it).
+                if let Some(waiting) = self.map().remove(id) {
+                    let _ = waiting.send(resolution);
+                }
+                Ok(())
+            }
+            Ok(false) => Err(ApprovalError::UnknownId { id: id.to_owned() }),
+            Err(error) => Err(ApprovalError::Unavailable {
+                id: id.to_owned(),
+                reason: one_line(&error.to_string()).into_owned(),
+            }),
+        }
     }
 
-    /// Ends every parked call denied by `the gateway (stopping)`, as its
-    /// audit entry says: the gateway is stopping, so nobody will decide them,
-    /// and it was the gateway, not their clients, that gave them up. How
-    /// many there were.
-    pub fn deny_all_stopping(&self) -> usize {
-        let waiting: Vec<Waiting> = self.map().drain().map(|(_, waiting)| waiting).collect();
-        let count = waiting.len();
-        for waiting in waiting {
-            // A receiver already gone is a client gone: nothing to tell.
-            let _ = waiting.resolve.send(Resolution::Denied {
-                by: STOPPING.to_owned(),
-            });
+    /// Ends every call parked here denied by `the gateway (stopping)`, as
+    /// its audit entry says: this replica is stopping, so nobody will
+    /// decide them, and it was the gateway, not their clients, that gave
+    /// them up (a call the shared state says was decided just before keeps
+    /// that decision). How many there were.
+    pub async fn deny_all_stopping(&self) -> usize {
+        let ids: Vec<String> = self.map().keys().cloned().collect();
+        let stopping = Resolution::Denied {
+            by: STOPPING.to_owned(),
+        };
+        let mut count = 0;
+        for id in ids {
+            let resolution = match self.shared.resolve(&id, &stopping).await {
+                Ok(false) => match self.shared.resolution(&id).await {
+                    Ok(Some(resolution)) => resolution,
+                    _ => stopping.clone(),
+                },
+                Ok(true) | Err(_) => stopping.clone(),
+            };
+            if let Some(waiting) = self.map().remove(&id) {
+                count += 1;
+                let _ = waiting.send(resolution);
+            }
         }
         count
     }
 
-    /// The parked calls, oldest first (then by id).
-    pub fn pending(&self) -> Vec<Parked> {
-        let mut calls: Vec<Parked> = self
-            .map()
-            .values()
-            .map(|waiting| waiting.call.clone())
-            .collect();
+    /// The calls parked at every replica sharing this state, oldest first
+    /// (then by id).
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the shared state cannot be reached.
+    pub async fn pending(&self) -> Result<Vec<Parked>, StateError> {
+        let mut calls = self.shared.pending().await?;
         calls.sort_by(|a, b| (a.parked_at, &a.id).cmp(&(b.parked_at, &b.id)));
-        calls
+        Ok(calls)
+    }
+}
+
+/// `ending` when nothing can overrule it, else [`Resolution::Unavailable`]:
+/// a call whose end the shared state could not take may have been denied
+/// elsewhere, so only an end that forwards nothing stands.
+fn fail_closed(ending: Resolution, why: &str) -> Resolution {
+    if ending.proceeds() {
+        Resolution::Unavailable {
+            reason: why.to_owned(),
+        }
+    } else {
+        ending
+    }
+}
+
+/// Delivers each resolution `shared` announces to the call waiting here
+/// with its id, until the approvals or the state are gone.
+async fn deliver(
+    mut resolved: tokio::sync::broadcast::Receiver<String>,
+    waiting: std::sync::Weak<Mutex<HashMap<String, oneshot::Sender<Resolution>>>>,
+    shared: std::sync::Weak<dyn SharedState>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let id = match resolved.recv().await {
+            Ok(id) => id,
+            // Missed ones are found by the waiting calls' polls.
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        };
+        let (Some(waiting), Some(shared)) = (waiting.upgrade(), shared.upgrade()) else {
+            return;
+        };
+        let here = waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&id);
+        if !here {
+            continue;
+        }
+        if let Ok(Some(resolution)) = shared.resolution(&id).await {
+            let sender = waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            if let Some(sender) = sender {
+                let _ = sender.send(resolution);
+            }
+        }
     }
 }
 
@@ -459,10 +631,14 @@ impl DriftLock {
         }
     }
 
-    /// How the tool served as `namespaced`, now `tool`, stands against the
-    /// lock.
-    pub(crate) fn check(&self, namespaced: &str, tool: &PinnedTool) -> Drift {
-        let Some(approved) = self.lock.tools.get(namespaced) else {
+    /// How the tool served as `namespaced`, now `tool`, stands against
+    /// its `approved` fingerprint (from [`SharedState::approved_tool`]).
+    pub(crate) fn check(
+        namespaced: &str,
+        approved: Option<&PinnedTool>,
+        tool: &PinnedTool,
+    ) -> Drift {
+        let Some(approved) = approved else {
             return Drift::New;
         };
         if approved.fingerprint.definition == tool.fingerprint.definition {
@@ -689,7 +865,13 @@ mod tests {
     /// Waits (on tokio's clock, without advancing it much) until `id` is
     /// parked.
     async fn parked(approvals: &Approvals, id: &str) {
-        while !approvals.pending().iter().any(|call| call.id == id) {
+        while !approvals
+            .pending()
+            .await
+            .unwrap()
+            .iter()
+            .any(|call| call.id == id)
+        {
             tokio::task::yield_now().await;
         }
     }
@@ -714,7 +896,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_approved_call_proceeds_and_its_id_is_then_unknown() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let waiting = park_in_task(
             &approvals,
             call("c1", 100),
@@ -723,28 +905,28 @@ mod tests {
             never(),
         )
         .await;
-        let pending = approvals.pending();
+        let pending = approvals.pending().await.unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].expires_at, UNIX_EPOCH + Duration::from_secs(400));
-        approvals.approve("c1", "carol").unwrap();
+        approvals.approve("c1", "carol").await.unwrap();
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Approved { by: "carol".into() });
         assert!(resolution.proceeds());
         assert_eq!(resolution.decision(), Decision::Approved);
-        assert!(approvals.pending().is_empty());
+        assert!(approvals.pending().await.unwrap().is_empty());
         assert_eq!(
-            approvals.approve("c1", "carol"),
+            approvals.approve("c1", "carol").await,
             Err(ApprovalError::UnknownId { id: "c1".into() })
         );
         assert_eq!(
-            approvals.deny("c1", "carol"),
+            approvals.deny("c1", "carol").await,
             Err(ApprovalError::UnknownId { id: "c1".into() })
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_denied_call_is_refused() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let waiting = park_in_task(
             &approvals,
             call("c2", 0),
@@ -753,7 +935,7 @@ mod tests {
             never(),
         )
         .await;
-        approvals.deny("c2", "dave").unwrap();
+        approvals.deny("c2", "dave").await.unwrap();
         let resolution = waiting.await.unwrap();
         assert_eq!(resolution, Resolution::Denied { by: "dave".into() });
         assert!(!resolution.proceeds());
@@ -762,7 +944,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unanswered_call_expires_by_its_rule() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let started = tokio::time::Instant::now();
         let denied = approvals
             .park(
@@ -790,18 +972,22 @@ mod tests {
             .await;
         assert!(approved.proceeds());
         assert_eq!(approved.decision(), Decision::Expired);
-        assert!(approvals.pending().is_empty());
+        assert!(approvals.pending().await.unwrap().is_empty());
         assert!(matches!(
-            approvals.approve("c3", "late"),
+            approvals.approve("c3", "late").await,
             Err(ApprovalError::UnknownId { .. })
         ));
     }
 
     #[tokio::test(start_paused = true)]
     async fn unknown_ids_and_abandoned_calls_cannot_be_decided() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         assert_eq!(
-            approvals.approve("nope", "x").unwrap_err().to_string(),
+            approvals
+                .approve("nope", "x")
+                .await
+                .unwrap_err()
+                .to_string(),
             "no parked call `nope`: it was never parked, or was decided, expired or abandoned"
         );
         let waiting = park_in_task(
@@ -815,13 +1001,13 @@ mod tests {
         // The client went away: its request's future is dropped.
         waiting.abort();
         assert!(waiting.await.unwrap_err().is_cancelled());
-        assert!(approvals.pending().is_empty());
-        assert!(approvals.approve("gone", "x").is_err());
+        assert!(approvals.pending().await.unwrap().is_empty());
+        assert!(approvals.approve("gone", "x").await.is_err());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_call_its_client_withdraws_is_abandoned_and_cannot_be_decided() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let (withdraw, withdrawn) = oneshot::channel::<()>();
         // Abandoned even where expiry would approve.
         let waiting = park_in_task(
@@ -839,9 +1025,9 @@ mod tests {
         assert_eq!(resolution, Resolution::Abandoned);
         assert!(!resolution.proceeds());
         assert_eq!(resolution.decision(), Decision::Abandoned);
-        assert!(approvals.pending().is_empty());
+        assert!(approvals.pending().await.unwrap().is_empty());
         assert!(matches!(
-            approvals.approve("w", "late"),
+            approvals.approve("w", "late").await,
             Err(ApprovalError::UnknownId { .. })
         ));
 
@@ -854,7 +1040,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)),
         )
         .await;
-        approvals.approve("d", "carol").unwrap();
+        approvals.approve("d", "carol").await.unwrap();
         assert_eq!(
             waiting.await.unwrap(),
             Resolution::Approved { by: "carol".into() }
@@ -863,7 +1049,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn pending_lists_every_parked_call_oldest_first_with_its_arguments() {
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let mut tasks = Vec::new();
         for (id, at) in [("b", 20), ("a", 30), ("c", 10)] {
             let approvals = approvals.clone();
@@ -876,7 +1062,7 @@ mod tests {
         for id in ["a", "b", "c"] {
             parked(&approvals, id).await;
         }
-        let pending = approvals.pending();
+        let pending = approvals.pending().await.unwrap();
         let ids: Vec<&str> = pending.iter().map(|call| call.id.as_str()).collect();
         assert_eq!(ids, ["c", "b", "a"]);
         assert_eq!(
@@ -893,7 +1079,7 @@ mod tests {
             )
             .await;
         assert!(!duplicate.proceeds());
-        assert_eq!(approvals.pending().len(), 3);
+        assert_eq!(approvals.pending().await.unwrap().len(), 3);
         // The admin endpoint's JSON, and its table.
         let wire = serde_json::to_value(&pending[0]).unwrap();
         assert_eq!(wire["parked_at"], "1970-01-01T00:00:10.000Z");
@@ -924,11 +1110,25 @@ mod tests {
             "inputSchema": {"type": "object"},
             "annotations": {"readOnlyHint": false, "destructiveHint": true},
         })));
-        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::New);
+        assert_eq!(
+            DriftLock::check(
+                "memory__delete_entities",
+                lock.lock().tools.get("memory__delete_entities"),
+                &v1
+            ),
+            Drift::New
+        );
         lock.approve("memory__delete_entities", v1.clone())
             .await
             .unwrap();
-        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::Approved);
+        assert_eq!(
+            DriftLock::check(
+                "memory__delete_entities",
+                lock.lock().tools.get("memory__delete_entities"),
+                &v1
+            ),
+            Drift::Approved
+        );
 
         // On disk: the pin format, read by the library's own parser, and no
         // temporary file left beside it.
@@ -948,7 +1148,14 @@ mod tests {
 
         // Read back by a new gateway.
         let lock = DriftLock::load(&config).unwrap();
-        assert_eq!(lock.check("memory__delete_entities", &v1), Drift::Approved);
+        assert_eq!(
+            DriftLock::check(
+                "memory__delete_entities",
+                lock.lock().tools.get("memory__delete_entities"),
+                &v1
+            ),
+            Drift::Approved
+        );
 
         // A changed description and hint are named as `audit --pinned`
         // names them.
@@ -957,7 +1164,11 @@ mod tests {
             "inputSchema": {"type": "object"},
             "annotations": {"readOnlyHint": true, "destructiveHint": true},
         })));
-        let drift = lock.check("memory__delete_entities", &v2);
+        let drift = DriftLock::check(
+            "memory__delete_entities",
+            lock.lock().tools.get("memory__delete_entities"),
+            &v2,
+        );
         assert_eq!(
             drift,
             Drift::Changed {
@@ -979,7 +1190,11 @@ mod tests {
             "description": "Delete entities", "name": "delete_entities",
         })));
         assert_eq!(
-            lock.check("memory__delete_entities", &same),
+            DriftLock::check(
+                "memory__delete_entities",
+                lock.lock().tools.get("memory__delete_entities"),
+                &same
+            ),
             Drift::Approved
         );
     }
@@ -1003,7 +1218,10 @@ mod tests {
             "{error}"
         );
         // Nothing approved that is not on disk.
-        assert_eq!(lock.check("u__t", &tool), Drift::New);
+        assert_eq!(
+            DriftLock::check("u__t", lock.lock().tools.get("u__t"), &tool),
+            Drift::New
+        );
 
         let bad = LockConfig {
             path: scratch.0.join("bad.lock"),

@@ -55,6 +55,12 @@ pub enum Error {
     #[error(transparent)]
     Approval(#[from] ApprovalError),
 
+    /// The shared state (`[state]`) could not be opened: its `redis` is
+    /// not a URL the Redis client takes. (A Redis that is down is not an
+    /// error at start: calls a rule guards are refused until it answers.)
+    #[error(transparent)]
+    State(crate::state::StateError),
+
     /// The drift lock exists but could not be read: `PATH: WHY`.
     #[error("{}: {error}", path.display())]
     LockRead {

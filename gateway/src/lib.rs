@@ -98,6 +98,7 @@ pub mod log;
 pub mod policy;
 #[cfg(test)]
 mod scratch;
+pub mod state;
 mod upstream;
 
 use std::collections::HashMap;

@@ -183,6 +183,11 @@ pub struct Entry {
     /// `finished` entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Why the decision was taken without the shared state (`[state]`),
+    /// which could not be reached: `the gateway's shared state (redis) is
+    /// unavailable: WHY; rate limits fail closed`. Absent when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
 }
@@ -887,6 +892,7 @@ mod tests {
             arguments: None,
             outcome: None,
             attempts: None,
+            degraded: None,
             phase: Phase::Decided,
         }
     }

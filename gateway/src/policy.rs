@@ -7,10 +7,10 @@
 //! the rules that match a call, deny > require_approval > rate_limit >
 //! allow; when none matches, `policy.default` decides.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(test)]
+use std::time::Instant;
 
 use mcp_hints::{Hint, Provenance, ToolHints};
 use serde::ser::SerializeMap;
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::config::{Assert, Config, DefaultAction, RuleAction, RuleConfig};
+use super::state::{Counted, Window};
 
 /// The four hints of one tool as the gateway acts on them, each with its
 /// source: declared or defaulted by the server, or asserted by the
@@ -241,22 +242,30 @@ pub enum Verdict {
     },
 }
 
-/// The rules of one config, with the rate-limit state: built once, shared
-/// by every call (`&self`; the state is behind a mutex, so one decision,
-/// its checks and its counting, is atomic).
+/// What the rules say of one call before any rate limit is counted:
+/// [`Policy::rule`]'s answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ruling {
+    /// Decided without counting anything.
+    Decided(Verdict),
+    /// `rate_limit` rules match (and no deny or require_approval): the
+    /// call must have room in each of these rules' windows
+    /// ([`Policy::windows`], counted by a [`SharedState`](crate::state::SharedState)), and
+    /// [`Policy::counted`] turns what the count found into the verdict.
+    Count(Vec<usize>),
+}
+
+/// The rules of one config: built once, shared by every call. The
+/// rate-limit windows live in a [`SharedState`](crate::state::SharedState), not here, so that
+/// replicas count together.
 pub struct Policy {
     rules: Vec<RuleConfig>,
     default: DefaultAction,
-    /// Per (rule index, principal): the instants of the calls counted in
-    /// the current window, oldest first, at most `limit` of them.
-    ///
-    /// A sliding log rather than `governor`: governor's GCRA spreads the
-    /// quota (one call per window/N after a burst of N), so a window can
-    /// see up to 2N-1 calls; "N calls per window" is exactly this log,
-    /// which stays small because it never holds more than `limit`
-    /// entries. Keys are bounded by rules x principals, both from the
-    /// config (plus `local`).
-    windows: Mutex<HashMap<(usize, String), VecDeque<Instant>>>,
+    /// Each rule's identity across replicas: its text without its index.
+    keys: Vec<String>,
+    /// The windows [`Policy::decide`] counts in, in tests.
+    #[cfg(test)]
+    counted_here: crate::state::InProcess,
 }
 
 impl fmt::Debug for Policy {
@@ -269,29 +278,35 @@ impl fmt::Debug for Policy {
 }
 
 impl Policy {
-    /// The policy of `config`'s `[[rule]]`s and `policy.default`, with no
-    /// call counted yet.
+    /// The policy of `config`'s `[[rule]]`s and `policy.default`.
     pub fn new(config: &Config) -> Policy {
-        Policy {
+        let mut policy = Policy {
             rules: config.rules.clone(),
             default: config.policy.default,
-            windows: Mutex::new(HashMap::new()),
-        }
+            keys: Vec::new(),
+            #[cfg(test)]
+            counted_here: crate::state::InProcess::new(None),
+        };
+        policy.keys = (0..policy.rules.len())
+            .map(|rule| {
+                let text = policy.describe(rule);
+                let prefix = format!("rule[{rule}] ");
+                text.strip_prefix(&prefix).unwrap_or(&text).to_owned()
+            })
+            .collect();
+        policy
     }
 
-    /// Decides `call` at `now` (pass `Instant::now()`; tests pass their
-    /// own instants).
+    /// What the rules say of `call`.
     ///
     /// A rule matches when its `upstream`, `tool` and `principal` globs
     /// match and every `when` predicate holds ([`EffectiveHints::holds`]).
     /// Among the matching rules: any `deny` refuses; else any
-    /// `require_approval` parks; else, when `rate_limit` rules match, each
-    /// must have room in its window for this principal, and then the call
-    /// counts against every one of them and is allowed, else it is
-    /// [`Verdict::RateLimited`] and counts against none; else any `allow`
-    /// allows; else `policy.default`. A call is counted only when it is
-    /// allowed this way, so refused and parked calls use no quota.
-    pub fn decide(&self, call: &CallScope<'_>, now: Instant) -> Verdict {
+    /// `require_approval` parks; else, when `rate_limit` rules match, the
+    /// call is to be counted against each ([`Ruling::Count`]); else any
+    /// `allow` allows; else `policy.default`. Only a call allowed by its
+    /// rate limits counts, so refused and parked calls use no quota.
+    pub fn rule(&self, call: &CallScope<'_>) -> Ruling {
         let matching: Vec<usize> = (0..self.rules.len())
             .filter(|index| self.matches(&self.rules[*index], call))
             .collect();
@@ -302,83 +317,86 @@ impl Policy {
                 .find(|index| wanted(&self.rules[*index].action))
         };
         if let Some(rule) = first(|action| matches!(action, RuleAction::Deny)) {
-            return Verdict::Deny { rule: Some(rule) };
+            return Ruling::Decided(Verdict::Deny { rule: Some(rule) });
         }
         if let Some(rule) = first(|action| matches!(action, RuleAction::RequireApproval { .. })) {
             let RuleAction::RequireApproval { timeout, on_expiry } = self.rules[rule].action else {
                 unreachable!("found as require_approval");
             };
-            return Verdict::RequireApproval {
+            return Ruling::Decided(Verdict::RequireApproval {
                 rule,
                 timeout,
                 on_expiry,
-            };
+            });
         }
-        let limits: Vec<(usize, u32, Duration)> = matching
+        let limits: Vec<usize> = matching
             .iter()
-            .filter_map(|index| match self.rules[*index].action {
-                RuleAction::RateLimit { limit, window } => Some((*index, limit, window)),
-                _ => None,
-            })
+            .copied()
+            .filter(|index| matches!(self.rules[*index].action, RuleAction::RateLimit { .. }))
             .collect();
         if !limits.is_empty() {
-            return self.count(&limits, call.principal, now);
+            return Ruling::Count(limits);
         }
         if let Some(rule) = first(|action| matches!(action, RuleAction::Allow)) {
-            return Verdict::Allow { rule: Some(rule) };
+            return Ruling::Decided(Verdict::Allow { rule: Some(rule) });
         }
-        match self.default {
+        Ruling::Decided(match self.default {
             DefaultAction::Allow => Verdict::Allow { rule: None },
             DefaultAction::Deny => Verdict::Deny { rule: None },
-        }
+        })
     }
 
-    /// Every rate limit in `limits` (rule, limit, window) must have room
-    /// for `principal`; then the call counts against all of them.
-    fn count(&self, limits: &[(usize, u32, Duration)], principal: &str, now: Instant) -> Verdict {
-        // The state is a set of instants: a panic elsewhere cannot leave it
-        // half-written in a way that matters, so a poisoned lock is used.
-        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut full: Option<Verdict> = None;
-        for &(rule, limit, window) in limits {
-            let calls = windows.entry((rule, principal.to_owned())).or_default();
-            // A call leaves the window `window` after it was counted.
-            while calls
-                .front()
-                .is_some_and(|oldest| now.saturating_duration_since(*oldest) >= window)
-            {
-                calls.pop_front();
-            }
-            if calls.len() >= limit as usize {
-                let oldest = calls.front().copied().unwrap_or(now);
-                let retry_after = window.saturating_sub(now.saturating_duration_since(oldest));
-                let later = match full {
-                    Some(Verdict::RateLimited {
-                        retry_after: worst, ..
-                    }) => retry_after > worst,
-                    _ => true,
-                };
-                if later {
-                    full = Some(Verdict::RateLimited {
-                        rule,
-                        limit,
-                        window,
-                        retry_after,
-                    });
+    /// The windows of the `rate_limit` rules `rules` (from
+    /// [`Ruling::Count`]); a rule that is not a rate limit has none.
+    pub fn windows(&self, rules: &[usize]) -> Vec<Window<'_>> {
+        rules
+            .iter()
+            .filter_map(|&rule| match self.rules.get(rule)?.action {
+                RuleAction::RateLimit { limit, window } => Some(Window {
+                    rule,
+                    key: &self.keys[rule],
+                    limit,
+                    window,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The verdict on a call whose `windows` were counted as `counted`:
+    /// allowed under the first window's rule, or
+    /// [`Verdict::RateLimited`] by the full one.
+    pub fn counted(&self, windows: &[Window<'_>], counted: Counted) -> Verdict {
+        match counted {
+            Counted::Allowed => Verdict::Allow {
+                rule: windows.first().map(|window| window.rule),
+            },
+            Counted::Full { rule, retry_after } => {
+                let (limit, window) = windows
+                    .iter()
+                    .find(|window| window.rule == rule)
+                    .map_or((0, Duration::ZERO), |window| (window.limit, window.window));
+                Verdict::RateLimited {
+                    rule,
+                    limit,
+                    window,
+                    retry_after,
                 }
             }
         }
-        if let Some(verdict) = full {
-            return verdict;
-        }
-        for &(rule, _, _) in limits {
-            windows
-                .entry((rule, principal.to_owned()))
-                .or_default()
-                .push_back(now);
-        }
-        Verdict::Allow {
-            rule: Some(limits[0].0),
+    }
+
+    /// [`rule`](Policy::rule), then counting in this policy's own windows
+    /// at `now`.
+    #[cfg(test)]
+    pub(crate) fn decide(&self, call: &CallScope<'_>, now: Instant) -> Verdict {
+        match self.rule(call) {
+            Ruling::Decided(verdict) => verdict,
+            Ruling::Count(rules) => {
+                let windows = self.windows(&rules);
+                let counted = self.counted_here.count_at(call.principal, &windows, now);
+                self.counted(&windows, counted)
+            }
         }
     }
 

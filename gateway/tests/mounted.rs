@@ -3,138 +3,23 @@
 //! gateway's `/mcp` share one listener, and a call through it is decided,
 //! logged and forwarded to a real (in-process, loopback) HTTP upstream.
 
+mod support;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
 use mcp_hints_gateway::front::{Gateway, router};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
-};
-use rmcp::service::RequestContext;
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
+use support::{BOUND, Echo, log_lines, scratch_dir, serve_upstream};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "mounted-test-token";
-const BOUND: Duration = Duration::from_secs(30);
-
-/// The upstream: one read-only tool `echo` that answers with its `text`
-/// argument, counting the calls it ran.
-#[derive(Clone)]
-struct Echo {
-    calls: Arc<AtomicUsize>,
-}
-
-impl ServerHandler for Echo {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({
-            "type": "object",
-            "properties": {"text": {"type": "string"}},
-        });
-        let Value::Object(schema) = schema else {
-            unreachable!("the literal is an object")
-        };
-        let annotations = ToolAnnotations::new()
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(false);
-        let tool =
-            Tool::new("echo", "Answers with its text.", Arc::new(schema)).annotate(annotations);
-        Ok(ListToolsResult::with_all_items(vec![tool]))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let text = request
-            .arguments
-            .as_ref()
-            .and_then(|arguments| arguments.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
-    }
-}
-
-/// Serves `echo` over streamable HTTP on a free loopback port until
-/// `stop` is cancelled; returns its `/mcp` URL.
-async fn serve_upstream(calls: Arc<AtomicUsize>, stop: CancellationToken) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let mut config = StreamableHttpServerConfig::default();
-    config.json_response = true;
-    config.cancellation_token = stop.child_token();
-    let service = StreamableHttpService::new(
-        move || {
-            Ok(Echo {
-                calls: calls.clone(),
-            })
-        },
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
-    tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-            .unwrap();
-    });
-    format!("http://{address}/mcp")
-}
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-hints-gateway-{name}-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Waits, bounded, until the audit log at `path` holds `count` lines.
-async fn log_lines(path: &Path, count: usize) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        let lines: Vec<Value> = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
-        if lines.len() >= count {
-            return lines;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the audit log held {} of {count} lines after {BOUND:?}: {lines:?}",
-            lines.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_routes() {
@@ -143,7 +28,11 @@ async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_
     let _ = rustls::crypto::ring::default_provider().install_default();
     let stop = CancellationToken::new();
     let calls = Arc::new(AtomicUsize::new(0));
-    let upstream_url = serve_upstream(calls.clone(), stop.clone()).await;
+    let upstream = Echo {
+        calls: calls.clone(),
+        note: false,
+    };
+    let upstream_url = serve_upstream(upstream, stop.clone()).await;
 
     let dir = scratch_dir("mounted");
     let log = dir.join("audit.jsonl");

@@ -4,15 +4,13 @@
 //! `front::served_tools`, `Policy::decide`), so the answer is the one a
 //! call would get; nothing is bound and the audit log is not written.
 
-use std::time::Instant;
-
 use mcp_hints::Hint;
 use serde_json::{Value, json};
 
 use crate::args::CheckArgs;
 use mcp_hints_gateway::config::{self, Config, defaults::LOCAL_PRINCIPAL};
 use mcp_hints_gateway::front::{self, ServedTool};
-use mcp_hints_gateway::policy::{self, CallScope, Policy, Verdict};
+use mcp_hints_gateway::policy::{self, CallScope, Policy, Ruling, Verdict};
 use mcp_hints_gateway::{approval, log};
 
 /// Runs `gateway check`: prints one line per served tool (or, with
@@ -163,8 +161,9 @@ fn aligned(rows: &[Vec<String>]) -> String {
 
 /// The rule `principal`'s first call of `tool` falls under, in the words of
 /// the audit log (`rule[0] (deny notes__delete_* when destructive)`), or
-/// `allow (no rule)` / `deny (no rule: policy.default)`. A fresh policy
-/// each time, so that no rate limit is spent.
+/// `allow (no rule)` / `deny (no rule: policy.default)`. Nothing is
+/// counted: a first call has room in its rate limits, and goes on under the
+/// first.
 fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
     let policy = Policy::new(config);
     let call = CallScope {
@@ -173,7 +172,13 @@ fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
         principal,
         hints: &tool.hints,
     };
-    match policy.decide(&call, Instant::now()) {
+    let verdict = match policy.rule(&call) {
+        Ruling::Decided(verdict) => verdict,
+        Ruling::Count(rules) => Verdict::Allow {
+            rule: rules.first().copied(),
+        },
+    };
+    match verdict {
         Verdict::Allow { rule: None } => "allow (no rule)".to_owned(),
         Verdict::Deny { rule: None } => "deny (no rule: policy.default)".to_owned(),
         Verdict::Allow { rule: Some(rule) }

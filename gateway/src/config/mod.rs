@@ -58,6 +58,9 @@ pub mod defaults {
     /// The principal of the stdio client; no `[[client]]` may take it, so
     /// a rule for `local` means the local agent only.
     pub const LOCAL_PRINCIPAL: &str = "local";
+
+    /// `[state] prefix` when absent.
+    pub const STATE_PREFIX: &str = "mcp-hints-gateway";
 }
 
 /// The whole config file, validated.
@@ -76,6 +79,9 @@ pub struct Config {
     pub lock: Option<LockConfig>,
     /// `[policy]`: what happens when no rule matches.
     pub policy: PolicyConfig,
+    /// `[state]`: where the state replicas share lives (in this process
+    /// when absent).
+    pub state: StateConfig,
     /// `[[upstream]]`, in file order; names are unique.
     pub upstreams: Vec<UpstreamConfig>,
     /// `[[assert]]`, in file order (a later assert outranks an earlier one).
@@ -246,6 +252,38 @@ pub struct LockConfig {
     /// `deny_drift` (default true): a tool added or changed since approval
     /// cannot be called until approved.
     pub deny_drift: bool,
+}
+
+/// `[state]`: where the gateway keeps what its replicas must agree on
+/// (rate-limit windows, parked calls and their decisions, the drift lock's
+/// approvals; DESIGN.md, "Shared state and failure").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateConfig {
+    /// `redis` (a `redis://` or `rediss://` URL): the state lives in that
+    /// Redis, shared by every gateway configured with it and the same
+    /// `prefix`. `None` (the default): in this process, for one gateway.
+    pub redis: Option<String>,
+    /// `prefix` (default [`defaults::STATE_PREFIX`]): the start of every key
+    /// the gateway writes, so that several gateways can share one Redis
+    /// without sharing state.
+    pub prefix: String,
+    /// `rate_limit_fallback` (default `deny`): what a rate limit does while
+    /// Redis cannot be reached.
+    pub rate_limit_fallback: RateLimitFallback,
+}
+
+/// `[state] rate_limit_fallback`: a rate limit's decision while the shared
+/// state cannot be reached. Either way the audit entry says the decision
+/// was degraded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateLimitFallback {
+    /// `"deny"` (the default): the call is refused, as rate limited.
+    #[default]
+    Deny,
+    /// `"local"`: the limit is counted in this replica alone (so across
+    /// N replicas up to N times the limit passes) until Redis is back.
+    Local,
 }
 
 /// `[policy]`.

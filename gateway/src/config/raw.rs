@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::DefaultAction;
+use super::{DefaultAction, RateLimitFallback};
 use crate::policy::Expiry;
 
 /// `[listen]`.
@@ -54,6 +54,15 @@ pub(super) struct RawLog {
 pub(super) struct RawLock {
     pub(super) path: Spanned<String>,
     pub(super) deny_drift: Option<bool>,
+}
+
+/// `[state]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    pub(super) redis: Option<Spanned<String>>,
+    pub(super) prefix: Option<Spanned<String>>,
+    pub(super) rate_limit_fallback: Option<Spanned<RateLimitFallback>>,
 }
 
 /// `[policy]`.

@@ -903,3 +903,43 @@ fn predicates_print_as_written() {
     );
     assert_eq!(predicate("idempotent").unwrap().to_string(), "idempotent");
 }
+
+#[test]
+fn state_names_a_redis_and_its_prefix_and_refuses_what_is_not_one() {
+    let config = read(LOG).unwrap();
+    assert_eq!(config.state, StateConfig::default());
+    assert_eq!(config.state.redis, None);
+
+    let text = format!(
+        "{LOG}[state]\nredis = \"redis://:pw@127.0.0.1:6379/2\"\nprefix = \"team-a\"\n\
+         rate_limit_fallback = \"local\"\n"
+    );
+    let state = read(&text).unwrap().state;
+    assert_eq!(state.redis.as_deref(), Some("redis://:pw@127.0.0.1:6379/2"));
+    assert_eq!(state.prefix, "team-a");
+    assert_eq!(state.rate_limit_fallback, RateLimitFallback::Local);
+    let defaulted = read(&format!("{LOG}[state]\nredis = \"redis://localhost\"\n"))
+        .unwrap()
+        .state;
+    assert_eq!(defaulted.prefix, defaults::STATE_PREFIX);
+    assert_eq!(defaulted.rate_limit_fallback, RateLimitFallback::Deny);
+
+    // The URL may hold a password: the problem does not quote it.
+    let said = problem(&format!("{LOG}[state]\nredis = \"http://:secret@host\"\n"));
+    assert_eq!(
+        said,
+        "/etc/gw/gateway.toml:4:9: state.redis: not a Redis URL (the scheme must be \
+         `redis://` or `rediss://`): write it like `redis://127.0.0.1:6379`"
+    );
+    assert!(!said.contains("secret"));
+    assert_eq!(
+        problem(&format!("{LOG}[state]\nprefix = \"a b\"\n")),
+        "/etc/gw/gateway.toml:4:10: state.prefix: must be non-empty, without whitespace, \
+         control characters, `{` or `}`"
+    );
+    assert!(
+        problem(&format!("{LOG}[state]\nrate_limit_fallback = \"maybe\"\n"))
+            .contains("state.rate_limit_fallback")
+    );
+    assert!(problem(&format!("{LOG}[state]\nredis_url = \"redis://x\"\n")).contains("redis_url"));
+}

@@ -16,13 +16,13 @@ use toml::de::{DeTable, DeValue};
 
 use super::raw::{
     RawAction, RawAdmin, RawAssert, RawClient, RawListen, RawLock, RawLog, RawPolicy, RawRule,
-    RawUpstream,
+    RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
     Admin, Assert, Client, Config, DefaultAction, Listen, LockConfig, LogConfig, PolicyConfig,
-    Predicate, Problem, RuleAction, RuleConfig, Secret, UpstreamConfig, UpstreamTransport,
-    defaults,
+    Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig, UpstreamConfig,
+    UpstreamTransport, defaults,
 };
 use crate::policy::Expiry;
 
@@ -52,13 +52,14 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 9] = [
+const SECTIONS: [(&str, bool); 10] = [
     ("listen", false),
     ("admin", false),
     ("client", true),
     ("log", false),
     ("lock", false),
     ("policy", false),
+    ("state", false),
     ("upstream", true),
     ("assert", true),
     ("rule", true),
@@ -134,6 +135,7 @@ impl Reader<'_> {
         };
         let lock = section("lock").map(|value| self.table::<RawLock>("lock", value));
         let policy = section("policy").map(|value| self.table::<RawPolicy>("policy", value));
+        let state = section("state").map(|value| self.table::<RawState>("state", value));
         let upstreams = self.array::<RawUpstream>("upstream", section("upstream"));
         let asserts = self.array::<RawAssert>("assert", section("assert"));
         let rules = self.array::<RawRule>("rule", section("rule"));
@@ -160,6 +162,7 @@ impl Reader<'_> {
                 default: raw.default.unwrap_or(DefaultAction::Allow),
             })
         });
+        let state = state.map(|raw| raw.and_then(|(raw, _)| self.state(raw)));
         // Every name that was read, valid or not: a rule naming an upstream
         // whose own table is broken gets no second, misleading problem.
         let names: Vec<String> = upstreams
@@ -209,6 +212,7 @@ impl Reader<'_> {
             log: log?,
             lock: present(lock)?,
             policy: present(policy)?.unwrap_or_default(),
+            state: present(state)?.unwrap_or_default(),
             upstreams: upstreams.into_iter().collect::<Option<_>>()?,
             asserts: asserts.into_iter().collect::<Option<_>>()?,
             rules: rules.into_iter().collect::<Option<_>>()?,
@@ -481,6 +485,61 @@ impl Reader<'_> {
                 }
             }
         }
+    }
+
+    /// `[state]`: a `redis` that is a Redis URL, a `prefix` that is not
+    /// empty and holds no `{`, `}` or whitespace (it starts Redis keys).
+    fn state(&mut self, raw: RawState) -> Option<StateConfig> {
+        let mut valid = true;
+        if let Some(url) = &raw.redis {
+            let text = url.get_ref();
+            let scheme_ok = text.starts_with("redis://") || text.starts_with("rediss://");
+            let parsed = reqwest::Url::parse(text);
+            let why = match (&parsed, scheme_ok) {
+                (Err(error), _) => Some(format!("not a URL: {error}")),
+                (Ok(_), false) => Some("the scheme must be `redis://` or `rediss://`".to_owned()),
+                (Ok(parsed), true) if parsed.host_str().is_none_or(str::is_empty) => {
+                    Some("it names no host".to_owned())
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                self.at(
+                    url.span(),
+                    "state.redis",
+                    // Not quoted: a Redis URL may carry a password.
+                    format!("not a Redis URL ({why}): write it like `redis://127.0.0.1:6379`"),
+                );
+                valid = false;
+            }
+        }
+        let prefix = match &raw.prefix {
+            Some(prefix) => {
+                let text = prefix.get_ref();
+                if text.is_empty()
+                    || text
+                        .chars()
+                        .any(|c| c.is_whitespace() || c.is_control() || c == '{' || c == '}')
+                {
+                    self.at(
+                        prefix.span(),
+                        "state.prefix",
+                        "must be non-empty, without whitespace, control characters, `{` or `}`",
+                    );
+                    valid = false;
+                }
+                text.clone()
+            }
+            None => defaults::STATE_PREFIX.to_owned(),
+        };
+        valid.then(|| StateConfig {
+            redis: raw.redis.map(Spanned::into_inner),
+            prefix,
+            rate_limit_fallback: raw
+                .rate_limit_fallback
+                .map(Spanned::into_inner)
+                .unwrap_or_default(),
+        })
     }
 
     fn admin(&mut self, raw: RawAdmin, span: Range<usize>) -> Option<Admin> {

@@ -17,7 +17,7 @@ use super::Gateway;
 use super::auth::{bearer, unauthorized};
 use super::serve::{allowed_hosts, bind};
 use crate::Error;
-use crate::approval::DecideRequest;
+use crate::approval::{ApprovalError, DecideRequest};
 
 /// Serves the admin endpoint on `address`, in a task of its own:
 /// `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, each needing
@@ -149,8 +149,13 @@ async fn admin_pending(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) 
     if let Err(refused) = admin_authorized(&gateway, &headers) {
         return refused;
     }
-    let pending = gateway.approvals.pending();
-    json_response(StatusCode::OK, &json!({ "pending": pending }))
+    match gateway.approvals.pending().await {
+        Ok(pending) => json_response(StatusCode::OK, &json!({ "pending": pending })),
+        Err(error) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "error": error.to_string() }),
+        ),
+    }
 }
 
 async fn admin_approve(
@@ -159,7 +164,7 @@ async fn admin_approve(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    admin_decide(&gateway, &headers, &id, &body, true)
+    admin_decide(&gateway, &headers, &id, &body, true).await
 }
 
 async fn admin_deny(
@@ -168,12 +173,12 @@ async fn admin_deny(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    admin_decide(&gateway, &headers, &id, &body, false)
+    admin_decide(&gateway, &headers, &id, &body, false).await
 }
 
 /// Approves or denies the parked call `id`; `body` is a [`DecideRequest`]
 /// (or empty: by `admin`).
-fn admin_decide(
+async fn admin_decide(
     gateway: &Gateway,
     headers: &HeaderMap,
     id: &str,
@@ -198,17 +203,20 @@ fn admin_decide(
     };
     let by = request.by.unwrap_or_else(|| "admin".to_owned());
     let decided = if approve {
-        gateway.approvals.approve(id, &by)
+        gateway.approvals.approve(id, &by).await
     } else {
-        gateway.approvals.deny(id, &by)
+        gateway.approvals.deny(id, &by).await
     };
     let decision = if approve { "approved" } else { "denied" };
     match decided {
         Ok(()) => json_response(StatusCode::OK, &json!({ "id": id, "decision": decision })),
-        Err(error) => json_response(
-            StatusCode::NOT_FOUND,
-            &json!({ "id": id, "error": error.to_string() }),
-        ),
+        Err(error) => {
+            let status = match error {
+                ApprovalError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::NOT_FOUND,
+            };
+            json_response(status, &json!({ "id": id, "error": error.to_string() }))
+        }
     }
 }
 

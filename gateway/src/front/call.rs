@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use mcp_hints::client::{CallError, Outcome as CallOutcome, ToolCall};
 use mcp_hints_core::{escape, name};
@@ -20,9 +20,11 @@ use serde_json::{Map, Value, json};
 
 use super::Front;
 use super::catalogue::Listed;
-use crate::approval::{Approvals, Drift, Parked, Resolution};
+use crate::approval::{Approvals, Drift, DriftLock, Parked, Resolution};
+use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
-use crate::policy::{CallScope, Expiry, Verdict};
+use crate::policy::{CallScope, Expiry, Ruling, Verdict};
+use crate::state::{StateError, Window};
 use crate::upstream::{self, Upstream};
 use crate::{Error, defaults, namespaced, split};
 
@@ -72,6 +74,7 @@ impl CallRecord {
             arguments: self.arguments.clone(),
             outcome,
             attempts,
+            degraded: None,
             phase,
         }
     }
@@ -94,6 +97,9 @@ struct Decided {
     /// The rule that decided, as [`Policy::describe`](crate::policy::Policy::describe)
     /// names it; `None`: the default.
     rule: Option<String>,
+    /// Why the shared state could not count the call, when it could not:
+    /// the audit entry's `degraded`.
+    degraded: Option<String>,
 }
 
 /// Why, how long and under which rule a call waits for an approver.
@@ -144,10 +150,10 @@ impl Front {
         // Boxed, like every wait for an approver below: the common path's
         // future stays small, and rmcp moves it whole into each request's
         // task.
-        if self.gateway.drift.is_some() {
+        if self.gateway.drift {
             Box::pin(self.drift(&call, context)).await?;
         }
-        let decided = self.decide(&call);
+        let decided = self.decide(&call).await;
         self.record(&call, &decided).await?;
         let decision = match decided.verdict {
             Verdict::Allow { .. } => decided.decision,
@@ -272,11 +278,12 @@ impl Front {
     /// lock. Guarantees a drifted tool goes on only once its fingerprint
     /// is approved and written to the lock; every end is logged.
     async fn drift(&self, call: &Call, context: &RequestContext<RoleServer>) -> Step<()> {
-        let Some(lock) = self.gateway.drift.as_ref() else {
-            return Ok(());
-        };
         let name = call.name.as_str();
-        let what = match lock.lock().await.check(name, &call.listed.pinned) {
+        let approved = match self.gateway.state.approved_tool(name).await {
+            Ok(approved) => approved,
+            Err(error) => return Err(end(self.drift_unknown(call, &error).await)),
+        };
+        let what = match DriftLock::check(name, approved.as_ref(), &call.listed.pinned) {
             Drift::Approved => return Ok(()),
             Drift::New => "the tool is new since the lock was approved".to_owned(),
             Drift::Changed { what } => format!("changed since approval: {}", what.join(", ")),
@@ -306,10 +313,10 @@ impl Front {
         let decision = resolution.decision();
         if resolution.proceeds() {
             // Written off the runtime; the call goes on only once it is.
-            let Err(error) = lock
-                .lock()
-                .await
-                .approve(name, call.listed.pinned.clone())
+            let Err(error) = self
+                .gateway
+                .state
+                .approve_tool(name, &call.listed.pinned)
                 .await
             else {
                 return Ok(());
@@ -346,10 +353,36 @@ impl Front {
         )))
     }
 
+    /// The refusal of a call whose tool's approval cannot be read (the
+    /// shared state is unreachable): drift guards, so it fails closed, its
+    /// `decided` (decision `drift`, with `degraded`) and `finished` entries
+    /// written.
+    async fn drift_unknown(&self, call: &Call, error: &StateError) -> CallToolResult {
+        let why = escape::one_line(&error.to_string()).into_owned();
+        let mut entry = call
+            .record
+            .entry(Phase::Decided, Decision::Drift, None, None, None);
+        entry.degraded = Some(format!("{why}; drift checks fail closed"));
+        if let Err(error) = self.gateway.record(&entry).await {
+            return log_failed(&error);
+        }
+        let _ = self
+            .finish(&call.record, Decision::Drift, None, Outcome::Refused, None)
+            .await;
+        refusal(
+            format!(
+                "`{}` refused by the gateway: its approved definition cannot be read ({why}); it \
+                 was not forwarded",
+                escape::shown(&call.name)
+            ),
+            json!({ "decision": "drift", "degraded": why }),
+        )
+    }
+
     /// Decide: the policy's verdict on the call, for its principal now.
     /// Guarantees nothing: the verdict is acted on only once
     /// [`record`](Front::record) has written it.
-    fn decide(&self, call: &Call) -> Decided {
+    async fn decide(&self, call: &Call) -> Decided {
         let policy = &self.gateway.policy;
         let scope = CallScope {
             upstream: &call.listed.upstream.name,
@@ -357,7 +390,13 @@ impl Front {
             principal: &call.record.principal,
             hints: &call.listed.hints,
         };
-        let verdict = policy.decide(&scope, Instant::now());
+        let (verdict, degraded) = match policy.rule(&scope) {
+            Ruling::Decided(verdict) => (verdict, None),
+            Ruling::Count(rules) => {
+                let windows = policy.windows(&rules);
+                self.count(&call.record.principal, &windows).await
+            }
+        };
         let (decision, rule) = match &verdict {
             Verdict::Allow { rule } => (Decision::Allow, *rule),
             Verdict::Deny { rule } => (Decision::Deny, *rule),
@@ -368,6 +407,39 @@ impl Front {
             verdict,
             decision,
             rule: rule.map(|rule| policy.describe(rule)),
+            degraded,
+        }
+    }
+
+    /// A call counted against `windows` in the shared state; while that
+    /// cannot be reached, refused as rate limited or counted in this
+    /// replica alone (`[state] rate_limit_fallback`), with why.
+    async fn count(&self, principal: &str, windows: &[Window<'_>]) -> (Verdict, Option<String>) {
+        let policy = &self.gateway.policy;
+        let error = match self.gateway.state.count(principal, windows).await {
+            Ok(counted) => return (policy.counted(windows, counted), None),
+            Err(error) => escape::one_line(&error.to_string()).into_owned(),
+        };
+        match self.gateway.config.state.rate_limit_fallback {
+            RateLimitFallback::Local => {
+                let counted = self.gateway.local_windows.count_at(
+                    principal,
+                    windows,
+                    std::time::Instant::now(),
+                );
+                let degraded = format!("{error}; counted in this replica alone");
+                (policy.counted(windows, counted), Some(degraded))
+            }
+            RateLimitFallback::Deny => {
+                let first = windows[0];
+                let verdict = Verdict::RateLimited {
+                    rule: first.rule,
+                    limit: first.limit,
+                    window: first.window,
+                    retry_after: Duration::ZERO,
+                };
+                (verdict, Some(format!("{error}; rate limits fail closed")))
+            }
         }
     }
 
@@ -375,13 +447,14 @@ impl Front {
     /// goes on. Guarantees no entry, no call: a log that cannot be written
     /// ends the call refused, with nothing forwarded.
     async fn record(&self, call: &Call, decided: &Decided) -> Step<()> {
-        let entry = call.record.entry(
+        let mut entry = call.record.entry(
             Phase::Decided,
             decided.decision,
             decided.rule.clone(),
             None,
             None,
         );
+        entry.degraded.clone_from(&decided.degraded);
         self.gateway
             .record(&entry)
             .await
@@ -402,6 +475,23 @@ impl Front {
                 None,
             )
             .await;
+        if let (Some(degraded), Verdict::RateLimited { rule, .. }) =
+            (&decided.degraded, decided.verdict)
+        {
+            return refusal(
+                format!(
+                    "`{name}` refused by the gateway's {}: its count cannot be kept now ({degraded}); \
+                     it was not forwarded",
+                    rule_text.as_deref().unwrap_or("rate limit"),
+                ),
+                json!({
+                    "decision": "rate_limited",
+                    "rule": rule,
+                    "ruleText": rule_text,
+                    "degraded": degraded,
+                }),
+            );
+        }
         let rule = match decided.verdict {
             Verdict::RateLimited {
                 rule,
@@ -487,6 +577,9 @@ impl Front {
                     timeout.as_secs()
                 ),
                 Resolution::Abandoned => "was withdrawn by its client".to_owned(),
+                Resolution::Unavailable { reason } => {
+                    format!("could not wait for an approver ({reason}), so it was denied")
+                }
             };
             return Err(end(refusal(
                 format!(
@@ -746,15 +839,22 @@ fn resolution_entries(
     rule: Option<String>,
 ) -> (Entry, Option<Entry>) {
     let decision = resolution.decision();
-    let decided = record.entry(Phase::Decided, decision, rule.clone(), None, None);
+    let degraded = match resolution {
+        Resolution::Unavailable { reason } => Some(format!("{reason}; approvals fail closed")),
+        _ => None,
+    };
+    let mut decided = record.entry(Phase::Decided, decision, rule.clone(), None, None);
+    decided.degraded.clone_from(&degraded);
     let finished = (!resolution.proceeds()).then(|| {
-        record.entry(
+        let mut finished = record.entry(
             Phase::Finished,
             decision,
             rule,
             Some(Outcome::Refused),
             None,
-        )
+        );
+        finished.degraded = degraded;
+        finished
     });
     (decided, finished)
 }
@@ -896,7 +996,7 @@ mod tests {
             arguments_sha256: "0".repeat(64),
             arguments: None,
         };
-        let approvals = Approvals::new();
+        let approvals = Approvals::in_process();
         let parking = Parking {
             reason: "rule[0] requires an approver".to_owned(),
             timeout: Duration::from_secs(300),
@@ -910,18 +1010,18 @@ mod tests {
         };
         // Resolved: its caller records the resolution, the guard nothing.
         let approve = async {
-            while approvals.pending().is_empty() {
+            while approvals.pending().await.unwrap().is_empty() {
                 tokio::task::yield_now().await;
             }
-            approvals.approve("c-1", "carol").unwrap();
+            approvals.approve("c-1", "carol").await.unwrap();
         };
         let _ = tokio::join!(wait(), approve);
         // Dropped while it waits: the guard records it as abandoned.
         let _ = tokio::time::timeout(Duration::from_millis(10), wait()).await;
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let lines = loop {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if text.lines().count() >= 2 || Instant::now() > deadline {
+            if text.lines().count() >= 2 || std::time::Instant::now() > deadline {
                 break text;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::defaults;
 use crate::log::{AuditLog, Durability, Entry};
 use crate::policy::Policy;
+use crate::state::{InProcess, RedisState, SharedState};
 use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
 
 #[cfg(doc)]
@@ -126,7 +127,15 @@ pub struct Gateway {
     pub(super) policy: Policy,
     pub(super) log: AuditLog,
     pub(super) approvals: Approvals,
-    pub(super) drift: Option<tokio::sync::Mutex<DriftLock>>,
+    /// What replicas share: rate-limit windows, parked calls, drift
+    /// approvals.
+    pub(super) state: Arc<dyn SharedState>,
+    /// The windows a rate limit counts in while `state` cannot be reached,
+    /// with `[state] rate_limit_fallback = "local"`.
+    pub(super) local_windows: InProcess,
+    /// Whether calls are checked against the drift lock (`[lock]` with
+    /// `deny_drift`).
+    pub(super) drift: bool,
     pub(super) upstreams: Vec<Arc<Upstream>>,
     /// The process groups of its stdio upstreams.
     pub(super) groups: ProcessGroups,
@@ -165,9 +174,23 @@ impl Gateway {
     async fn open(config: Config) -> Result<Gateway, Error> {
         let log = AuditLog::open(&config.log.path)?;
         let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
-            Some(lock) => Some(tokio::sync::Mutex::new(DriftLock::load(lock)?)),
+            Some(lock) => Some(DriftLock::load(lock)?),
             None => None,
         };
+        let checks_drift = drift.is_some();
+        let state: Arc<dyn SharedState> = match &config.state.redis {
+            Some(url) => {
+                Arc::new(RedisState::open(url, &config.state.prefix, drift).map_err(Error::State)?)
+            }
+            None => Arc::new(InProcess::new(drift)),
+        };
+        if let Err(error) = state.ready().await {
+            let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
+            tracing::warn!(
+                %error,
+                "{error}; calls a rule guards are refused until it answers"
+            );
+        }
         let policy = Policy::new(&config);
         let groups = ProcessGroups::new();
         let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
@@ -175,8 +198,10 @@ impl Gateway {
             config,
             policy,
             log,
-            approvals: Approvals::new(),
-            drift,
+            approvals: Approvals::new(state.clone()),
+            state,
+            local_windows: InProcess::new(None),
+            drift: checks_drift,
             upstreams,
             groups,
             catalogue: RwLock::new(Arc::new(catalogue)),
@@ -230,7 +255,7 @@ impl Gateway {
     /// process). A log that cannot be synced is said as an
     /// event.
     pub async fn finish_log(&self) {
-        if self.approvals.deny_all_stopping() > 0 {
+        if self.approvals.deny_all_stopping().await > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         if let Err(error) = self.log.flush().await {

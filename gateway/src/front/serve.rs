@@ -142,7 +142,7 @@ pub async fn serve_http(
             // Parked calls are denied before the sessions end: ended first,
             // they would pass for their clients' withdrawals, and their
             // clients would get no answer.
-            if stopping.approvals.deny_all_stopping() > 0 {
+            if stopping.approvals.deny_all_stopping().await > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             stopping.end_sessions();

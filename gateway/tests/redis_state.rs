@@ -1,0 +1,162 @@
+//! The Redis backend of the gateway's shared state against a real
+//! `redis-server`, as two replicas see it (two `RedisState`s on one Redis
+//! and prefix): windows timed by Redis's clock, counting that stays within
+//! its limit under concurrent calls from both, a parked call resolved
+//! once, and the errors of a Redis that is not there.
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use mcp_hints_gateway::approval::{Parked, Resolution};
+use mcp_hints_gateway::state::{Counted, RedisState, SharedState, Window};
+use serde_json::Map;
+use support::redis::{RedisServer, dead_url};
+
+fn window(limit: u32, window: Duration) -> Window<'static> {
+    Window {
+        rule: 0,
+        key: "rate_limit echo",
+        limit,
+        window,
+    }
+}
+
+fn parked(id: &str) -> Parked {
+    let now = SystemTime::now();
+    Parked {
+        id: id.to_owned(),
+        principal: "alice".to_owned(),
+        upstream: "up".to_owned(),
+        tool: "note".to_owned(),
+        arguments: Map::new(),
+        parked_at: now,
+        expires_at: now + Duration::from_secs(60),
+        reason: "rule[0] (require_approval note) requires an approver".to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_window_frees_up_by_redis_time_and_says_when() {
+    let redis = RedisServer::start();
+    let state = RedisState::open(&redis.url(), "window", None).unwrap();
+    let short = [window(2, Duration::from_millis(400))];
+    for _ in 0..2 {
+        assert_eq!(
+            state.count("alice", &short).await.unwrap(),
+            Counted::Allowed
+        );
+    }
+    let Counted::Full { rule, retry_after } = state.count("alice", &short).await.unwrap() else {
+        panic!("the third call in the window was counted");
+    };
+    assert_eq!(rule, 0);
+    assert!(
+        retry_after > Duration::ZERO && retry_after <= Duration::from_millis(400),
+        "{retry_after:?}"
+    );
+    // Another principal has a window of its own.
+    assert_eq!(state.count("bob", &short).await.unwrap(), Counted::Allowed);
+    tokio::time::sleep(retry_after + Duration::from_millis(50)).await;
+    assert_eq!(
+        state.count("alice", &short).await.unwrap(),
+        Counted::Allowed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_at_two_replicas_never_pass_more_than_the_limit() {
+    let redis = RedisServer::start();
+    let replicas = [
+        RedisState::open(&redis.url(), "race", None).unwrap(),
+        RedisState::open(&redis.url(), "race", None).unwrap(),
+    ];
+    let mut tasks = Vec::new();
+    for n in 0..60 {
+        let state = replicas[n % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            state
+                .count("alice", &[window(10, Duration::from_secs(60))])
+                .await
+                .unwrap()
+        }));
+    }
+    let mut allowed = 0;
+    for task in tasks {
+        if task.await.unwrap() == Counted::Allowed {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 10);
+    // Another prefix shares nothing.
+    let other = RedisState::open(&redis.url(), "other", None).unwrap();
+    assert_eq!(
+        other
+            .count("alice", &[window(10, Duration::from_secs(60))])
+            .await
+            .unwrap(),
+        Counted::Allowed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_call_is_listed_everywhere_and_resolved_once() {
+    let redis = RedisServer::start();
+    let a = RedisState::open(&redis.url(), "parked", None).unwrap();
+    let b = RedisState::open(&redis.url(), "parked", None).unwrap();
+    let mut told = b.resolved();
+    a.park(&parked("call-1")).await.unwrap();
+    let listed = b.pending().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        (
+            listed[0].id.as_str(),
+            listed[0].principal.as_str(),
+            listed[0].tool.as_str()
+        ),
+        ("call-1", "alice", "note")
+    );
+    assert_eq!(listed[0].reason, parked("call-1").reason);
+    let approved = Resolution::Approved {
+        by: "carol".to_owned(),
+    };
+    let (first, second) = tokio::join!(
+        a.resolve("call-1", &approved),
+        b.resolve("call-1", &Resolution::Abandoned)
+    );
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert!(first ^ second, "resolved {first} at A and {second} at B");
+    let won = if first {
+        approved
+    } else {
+        Resolution::Abandoned
+    };
+    assert_eq!(a.resolution("call-1").await.unwrap(), Some(won.clone()));
+    assert_eq!(b.resolution("call-1").await.unwrap(), Some(won));
+    assert!(a.pending().await.unwrap().is_empty());
+    let id = tokio::time::timeout(Duration::from_secs(10), told.recv())
+        .await
+        .expect("B is told of the resolution")
+        .unwrap();
+    assert_eq!(id, "call-1");
+    assert!(!b.resolve("call-1", &Resolution::Abandoned).await.unwrap());
+    assert_eq!(a.resolution("never-parked").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_redis_that_is_not_there_is_an_error_naming_the_backend() {
+    assert!(RedisState::open("not a url", "x", None).is_err());
+    let state = RedisState::open(&dead_url(), "dead", None).unwrap();
+    let error = state
+        .count("alice", &[window(1, Duration::from_secs(1))])
+        .await
+        .unwrap_err();
+    let said = error.to_string();
+    assert!(
+        said.starts_with("the gateway's shared state (redis) is unavailable: "),
+        "{said}"
+    );
+    assert!(state.ready().await.is_err());
+    assert!(state.park(&parked("call-2")).await.is_err());
+    assert!(state.pending().await.is_err());
+}

@@ -1,0 +1,363 @@
+//! Two gateway replicas sharing their state in a real `redis-server`
+//! (`[state] redis`), each serving its own loopback port in front of one
+//! in-process HTTP upstream, driven by rmcp's client: a rate limit holds
+//! across them, a call parked at one is approved or denied at the other, a
+//! drifted tool approved at one is callable at the other, and while Redis
+//! is down what a rule guards is refused, the audit log says why, and the
+//! replicas recover once it is back.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use mcp_hints_gateway::front::Gateway;
+use serde_json::Value;
+use support::redis::RedisServer;
+use support::{BOUND, Echo, Served, call, client, log_lines, scratch_dir, serve_gateway, text};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "replicas-test-token";
+
+/// Two replicas of one config (`rules`, and `extra` tables) on the Redis
+/// at `redis`, in front of one upstream; their logs are `a.jsonl` and
+/// `b.jsonl` in `dir`.
+struct Replicas {
+    a: Served,
+    b: Served,
+    calls: Arc<AtomicUsize>,
+    dir: PathBuf,
+    stop: CancellationToken,
+}
+
+impl Replicas {
+    async fn start(name: &str, redis: &str, rules: &str) -> Replicas {
+        let stop = CancellationToken::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let upstream = Echo {
+            calls: calls.clone(),
+            note: true,
+        };
+        let url = support::serve_upstream(upstream, stop.clone()).await;
+        let dir = scratch_dir(name);
+        let config = |replica: &str| {
+            let log = dir.join(format!("{replica}.jsonl"));
+            format!(
+                r#"
+[[client]]
+principal = "alice"
+token = "{TOKEN}"
+
+[log]
+path = {log:?}
+
+[state]
+redis = "{redis}"
+prefix = "test-{name}"
+
+[[upstream]]
+name = "up"
+url = "{url}"
+trusted = true
+
+{rules}
+"#
+            )
+        };
+        let a = serve_gateway(&dir, "a", &config("a"), &stop).await;
+        let b = serve_gateway(&dir, "b", &config("b"), &stop).await;
+        Replicas {
+            a,
+            b,
+            calls,
+            dir,
+            stop,
+        }
+    }
+
+    fn log(&self, replica: &str) -> PathBuf {
+        self.dir.join(format!("{replica}.jsonl"))
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        for served in [self.a, self.b] {
+            served.gateway.end_sessions();
+            let _ = tokio::time::timeout(BOUND, served.served).await;
+            served.gateway.finish_log().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits, bounded, until `gateway` lists a parked call (from the shared
+/// state: parked at any replica); returns its id.
+async fn parked_id(gateway: &Gateway) -> String {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let pending = gateway.approvals().pending().await.unwrap();
+        if let Some(call) = pending.first() {
+            return call.id.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no call was parked within {BOUND:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The `decided` entries of `log` with `decision`, once there are `count`.
+async fn decided(log: &Path, decision: &str, count: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let entries: Vec<Value> = log_lines(log, 0)
+            .await
+            .into_iter()
+            .filter(|entry| entry["phase"] == "decided" && entry["decision"] == decision)
+            .collect();
+        if entries.len() >= count {
+            return entries;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} held {} `{decision}` entries of {count} after {BOUND:?}",
+            log.display(),
+            entries.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_replicas_whichever_each_call_lands_on() {
+    let redis = RedisServer::start();
+    let rules = r#"
+[[rule]]
+action = "rate_limit"
+tool = "echo"
+limit = 3
+window_secs = 60
+"#;
+    let replicas = Replicas::start("limit", &redis.url(), rules).await;
+    let (a, b) = (
+        client(replicas.a.address, TOKEN).await,
+        client(replicas.b.address, TOKEN).await,
+    );
+    for (n, client) in [&a, &b, &a].into_iter().enumerate() {
+        let result = call(client, "up__echo", &format!("call {n}")).await;
+        assert_ne!(result.is_error, Some(true), "call {n}: {result:?}");
+    }
+    // The fourth, at either replica, finds the window full.
+    for client in [&b, &a] {
+        let refused = call(client, "up__echo", "one too many").await;
+        assert_eq!(refused.is_error, Some(true), "{refused:?}");
+        let said = text(&refused);
+        assert!(said.contains("at most 3 calls per 60 s"), "{said}");
+    }
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        decided(&replicas.log("a"), "rate_limited", 1).await.len(),
+        1
+    );
+    assert_eq!(
+        decided(&replicas.log("b"), "rate_limited", 1).await.len(),
+        1
+    );
+    for client in [a, b] {
+        client.cancel().await.unwrap();
+    }
+    replicas.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_parked_at_one_replica_is_approved_or_denied_at_the_other() {
+    let redis = RedisServer::start();
+    let rules = r#"
+[[rule]]
+action = "require_approval"
+tool = "note"
+timeout_secs = 60
+"#;
+    let replicas = Replicas::start("approval", &redis.url(), rules).await;
+    let at_b = client(replicas.b.address, TOKEN).await;
+
+    // Parked at B, listed and approved at A.
+    let waiting = tokio::spawn(async move {
+        let result = call(&at_b, "up__note", "first").await;
+        (at_b, result)
+    });
+    let id = parked_id(&replicas.a.gateway).await;
+    replicas
+        .a
+        .gateway
+        .approvals()
+        .approve(&id, "carol")
+        .await
+        .unwrap();
+    let (at_b, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(text(&result), "noted: first");
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
+    // Decided once: approving it again, at either replica, finds nothing.
+    for served in [&replicas.a, &replicas.b] {
+        assert!(
+            served
+                .gateway
+                .approvals()
+                .approve(&id, "dave")
+                .await
+                .is_err()
+        );
+    }
+
+    // Parked at A, denied at B.
+    let at_a = client(replicas.a.address, TOKEN).await;
+    let waiting = tokio::spawn(async move {
+        let result = call(&at_a, "up__note", "second").await;
+        (at_a, result)
+    });
+    let id = parked_id(&replicas.b.gateway).await;
+    replicas
+        .b
+        .gateway
+        .approvals()
+        .deny(&id, "erin")
+        .await
+        .unwrap();
+    let (at_a, refused) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(
+        text(&refused).contains("was denied by erin"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(decided(&replicas.log("b"), "approved", 1).await.len(), 1);
+    assert_eq!(decided(&replicas.log("a"), "denied", 1).await.len(), 1);
+    for client in [at_a, at_b] {
+        client.cancel().await.unwrap();
+    }
+    replicas.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifted_tool_approved_at_one_replica_is_callable_at_the_other() {
+    let redis = RedisServer::start();
+    let lock = scratch_dir("drift-lock").join("gateway.lock");
+    // Nothing approved yet: every tool is new, so drifted.
+    let rules = format!("[lock]\npath = {lock:?}\ndeny_drift = true\n");
+    let replicas = Replicas::start("drift", &redis.url(), &rules).await;
+    let at_a = client(replicas.a.address, TOKEN).await;
+    let waiting = tokio::spawn(async move {
+        let result = call(&at_a, "up__echo", "drifted").await;
+        (at_a, result)
+    });
+    let id = parked_id(&replicas.b.gateway).await;
+    replicas
+        .b
+        .gateway
+        .approvals()
+        .approve(&id, "carol")
+        .await
+        .unwrap();
+    let (at_a, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    assert_eq!(text(&result), "drifted", "{result:?}");
+
+    // At B the approved definition is known: the call goes straight on.
+    let at_b = client(replicas.b.address, TOKEN).await;
+    let result = call(&at_b, "up__echo", "approved").await;
+    assert_eq!(text(&result), "approved", "{result:?}");
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 2);
+    let b_entries = decided(&replicas.log("b"), "allow", 1).await;
+    assert_eq!(b_entries.len(), 1);
+    assert!(
+        decided(&replicas.log("b"), "drift", 0).await.is_empty(),
+        "B parked nothing"
+    );
+    // The approval went into Redis, not into either replica's lock file.
+    assert!(!lock.exists());
+    for client in [at_a, at_b] {
+        client.cancel().await.unwrap();
+    }
+    replicas.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_down_guarded_calls_are_refused_and_logged_as_degraded_then_recover() {
+    let mut redis = RedisServer::start();
+    let port = redis.port();
+    let rules = r#"
+[[rule]]
+action = "require_approval"
+tool = "note"
+timeout_secs = 60
+
+[[rule]]
+action = "rate_limit"
+tool = "echo"
+limit = 100
+window_secs = 60
+"#;
+    let replicas = Replicas::start("down", &redis.url(), rules).await;
+    let at_a = client(replicas.a.address, TOKEN).await;
+    assert_eq!(text(&call(&at_a, "up__echo", "up").await), "up");
+
+    redis.kill();
+    let refused = call(&at_a, "up__echo", "down").await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    let said = text(&refused);
+    assert!(said.contains("its count cannot be kept now"), "{said}");
+    assert!(
+        said.contains("shared state (redis) is unavailable"),
+        "{said}"
+    );
+    let parked = call(&at_a, "up__note", "down").await;
+    assert_eq!(parked.is_error, Some(true), "{parked:?}");
+    let said = text(&parked);
+    assert!(said.contains("could not wait for an approver"), "{said}");
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
+
+    let limited = decided(&replicas.log("a"), "rate_limited", 1).await;
+    let degraded = limited[0]["degraded"].as_str().unwrap();
+    assert!(degraded.contains("rate limits fail closed"), "{degraded}");
+    let denied = decided(&replicas.log("a"), "denied", 1).await;
+    let degraded = denied[0]["degraded"].as_str().unwrap();
+    assert!(degraded.contains("approvals fail closed"), "{degraded}");
+
+    // Back on the same port: used again without a restart (the
+    // connection manager reconnects on the next command).
+    let mut redis = RedisServer::start_on(port).expect("redis-server restarts on its port");
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let result = call(&at_a, "up__echo", "back").await;
+        if result.is_error != Some(true) {
+            assert_eq!(text(&result), "back");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway did not use Redis again within {BOUND:?}: {result:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let waiting = tokio::spawn(async move {
+        let result = call(&at_a, "up__note", "back").await;
+        (at_a, result)
+    });
+    let id = parked_id(&replicas.b.gateway).await;
+    replicas
+        .b
+        .gateway
+        .approvals()
+        .approve(&id, "carol")
+        .await
+        .unwrap();
+    let (at_a, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    assert_eq!(text(&result), "noted: back", "{result:?}");
+    at_a.cancel().await.unwrap();
+    replicas.stop().await;
+    redis.kill();
+}

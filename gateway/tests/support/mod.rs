@@ -1,0 +1,229 @@
+//! What the gateway's integration tests share: an in-process HTTP upstream,
+//! a gateway started from a config text and served on a loopback port, an
+//! rmcp client of it, and a bounded wait for audit-log lines.
+
+#![allow(dead_code, reason = "each test binary uses part of it")]
+
+// The runtime's own real-`redis-server` helper, one file for both crates'
+// tests.
+#[path = "../../../runtime/tests/support/redis.rs"]
+pub mod redis;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::serve::ListenerExt as _;
+use mcp_hints_gateway::front::{Gateway, router};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// How long any wait of these tests may take.
+pub const BOUND: Duration = Duration::from_secs(30);
+
+/// The upstream: a read-only tool `echo` that answers with its `text`
+/// argument and, with `note`, a write `note` (not read-only, not
+/// idempotent) that answers `noted: TEXT`; `calls` counts the calls it
+/// ran.
+#[derive(Clone)]
+pub struct Echo {
+    pub calls: Arc<AtomicUsize>,
+    pub note: bool,
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    let Value::Object(map) = value else {
+        unreachable!("the literal is an object")
+    };
+    map
+}
+
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = Arc::new(object(json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+        })));
+        let read = ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false);
+        let mut tools =
+            vec![Tool::new("echo", "Answers with its text.", schema.clone()).annotate(read)];
+        if self.note {
+            let write = ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false);
+            tools.push(Tool::new("note", "Keeps a note.", schema).annotate(write));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let text = match request.name.as_ref() {
+            "note" => format!("noted: {text}"),
+            _ => text,
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// Serves `upstream` over streamable HTTP on a free loopback port until
+/// `stop` is cancelled; returns its `/mcp` URL.
+pub async fn serve_upstream(upstream: Echo, stop: CancellationToken) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let mut config = StreamableHttpServerConfig::default();
+    config.json_response = true;
+    config.cancellation_token = stop.child_token();
+    let service = StreamableHttpService::new(
+        move || Ok(upstream.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+            .unwrap();
+    });
+    format!("http://{address}/mcp")
+}
+
+/// A directory of its own under the system's temporary directory.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-hints-gateway-{name}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits, bounded, until the audit log at `path` holds `count` lines.
+pub async fn log_lines(path: &Path, count: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let lines: Vec<Value> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        if lines.len() >= count {
+            return lines;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the audit log held {} of {count} lines after {BOUND:?}: {lines:?}",
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A gateway started from a config file and its router served on a
+/// loopback port of its own, until `stop` is cancelled.
+pub struct Served {
+    pub gateway: Arc<Gateway>,
+    pub address: SocketAddr,
+    pub served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Writes `text` to `dir/NAME.toml`, starts its gateway and serves its
+/// router (beside nothing) on a free loopback port.
+pub async fn serve_gateway(dir: &Path, name: &str, text: &str, stop: &CancellationToken) -> Served {
+    let config_path = dir.join(format!("{name}.toml"));
+    std::fs::write(&config_path, text).unwrap();
+    let config = mcp_hints_gateway::config::load(&config_path).unwrap();
+    let gateway = Gateway::builder(config).start().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = router(gateway.clone(), address).unwrap();
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    let stop = stop.clone();
+    let served = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
+    Served {
+        gateway,
+        address,
+        served,
+    }
+}
+
+/// An rmcp streamable-HTTP client of the gateway at `address`, with
+/// `token`.
+pub async fn client(address: SocketAddr, token: &str) -> RunningService<RoleClient, ()> {
+    let mut transport =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"));
+    transport.auth_header = Some(token.to_owned());
+    ().serve(StreamableHttpClientTransport::from_config(transport))
+        .await
+        .unwrap()
+}
+
+/// Calls `tool` with `{"text": text}`.
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    text: &str,
+) -> CallToolResult {
+    client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(object(json!({ "text": text }))),
+        )
+        .await
+        .unwrap()
+}
+
+/// The text of a result's first content block.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|content| content.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
