@@ -17,7 +17,8 @@
 //! | module | holds |
 //! |---|---|
 //! | [`config`] | the TOML config: types, parse, validate |
-//! | [`policy`] | asserted hints and their sources, rules, rate limits |
+//! | [`policy`] | asserted hints and their sources, rules and which rate limits a call counts against |
+//! | [`state`] | what replicas share (rate-limit windows, parked calls, drift approvals), in this process or in Redis |
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
@@ -64,6 +65,7 @@
 //! | `upstream::stderr` ([`STDERR_TARGET`]) | info | a line of a stdio upstream's stderr, the line as the message (`mcp-hints gateway` prints `UPSTREAM: LINE`) | `upstream`, `cut` (the line was cut) |
 //! | `front::gateway` | warn | a changed tool list not listed, or not served: the old one stays | `upstream` (when listing failed), `error` |
 //! | `front::gateway` | error | the audit log not synced when the gateway stops | `error` |
+//! | `front::gateway` | warn | the shared state (`[state] redis`) not answering at start: guarded calls are refused until it does | `error` |
 //! | `front::call` | info | a call parked for approval, with the command that approves it | `call_id`, `tool`, `principal` |
 //! | `front::call` | info | a call of a drifted tool parked | `call_id`, `tool`, `drift` (what changed) |
 //! | `front::call` | info | a parked call abandoned by its client | `call_id`, `tool` |
