@@ -86,7 +86,8 @@ pub enum Resolution {
     /// An approver denied it: the call is refused.
     Denied {
         /// Who, as the admin request said (`gateway` when the gateway
-        /// itself refused: a duplicate id; [`STOPPING`] when it stopped).
+        /// itself refused: a duplicate id; `the gateway (stopping)` when it
+        /// stopped).
         by: String,
     },
     /// Nobody answered in time; `decision` is the rule's `on_expiry`.
@@ -173,7 +174,7 @@ const RESOLUTION_POLL: Duration = Duration::from_secs(1);
 /// resolved once, and the id of a resolved call is unknown from then on.
 /// A decision made here reaches the waiting call at once; one made at
 /// another replica, through the backend's notice or, at the latest,
-/// [`RESOLUTION_POLL`] later.
+/// a second later.
 #[derive(Clone)]
 pub struct Approvals {
     waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Resolution>>>>,
