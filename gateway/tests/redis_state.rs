@@ -160,3 +160,46 @@ async fn a_redis_that_is_not_there_is_an_error_naming_the_backend() {
     assert!(state.park(&parked("call-2")).await.is_err());
     assert!(state.pending().await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_approvals_made_at_once_at_two_replicas_are_all_kept() {
+    use mcp_hints::fingerprint::{Fingerprint, PinnedTool};
+    let redis = RedisServer::start();
+    let replicas = [
+        RedisState::open(&redis.url(), "drift", None).unwrap(),
+        RedisState::open(&redis.url(), "drift", None).unwrap(),
+    ];
+    let pinned = |n: usize| {
+        let definition =
+            serde_json::json!({"name": format!("tool_{n}"), "inputSchema": {"type": "object"}});
+        let serde_json::Value::Object(definition) = definition else {
+            unreachable!("the literal is an object")
+        };
+        PinnedTool {
+            fingerprint: Fingerprint::of_definition(&definition),
+            annotations: None,
+        }
+    };
+    let mut tasks = Vec::new();
+    for n in 0..20 {
+        let state = replicas[n % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            state
+                .approve_tool(&format!("up__tool_{n}"), &pinned(n))
+                .await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    for n in 0..20 {
+        for state in &replicas {
+            assert_eq!(
+                state.approved_tool(&format!("up__tool_{n}")).await.unwrap(),
+                Some(pinned(n)),
+                "tool_{n}"
+            );
+        }
+    }
+    assert_eq!(replicas[0].approved_tool("up__never").await.unwrap(), None);
+}
