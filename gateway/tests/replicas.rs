@@ -34,6 +34,11 @@ struct Replicas {
 
 impl Replicas {
     async fn start(name: &str, redis: &str, rules: &str) -> Replicas {
+        Replicas::start_with(name, redis, "", rules).await
+    }
+
+    /// As [`start`](Replicas::start), with `state` added to `[state]`.
+    async fn start_with(name: &str, redis: &str, state: &str, rules: &str) -> Replicas {
         let stop = CancellationToken::new();
         let calls = Arc::new(AtomicUsize::new(0));
         let upstream = Echo {
@@ -56,6 +61,7 @@ path = {log:?}
 [state]
 redis = "{redis}"
 prefix = "test-{name}"
+{state}
 
 [[upstream]]
 name = "up"
@@ -360,4 +366,45 @@ window_secs = 60
     at_a.cancel().await.unwrap();
     replicas.stop().await;
     redis.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_local_fallback_a_rate_limit_counts_in_the_replica_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let rules = r#"
+[[rule]]
+action = "rate_limit"
+tool = "echo"
+limit = 1
+window_secs = 60
+"#;
+    let replicas = Replicas::start_with(
+        "fallback",
+        &redis.url(),
+        "rate_limit_fallback = \"local\"",
+        rules,
+    )
+    .await;
+    redis.kill();
+    let at_a = client(replicas.a.address, TOKEN).await;
+    let passed = call(&at_a, "up__echo", "counted here").await;
+    assert_eq!(text(&passed), "counted here", "{passed:?}");
+    let refused = call(&at_a, "up__echo", "one too many").await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(
+        text(&refused).contains("at most 1 calls per 60 s"),
+        "{}",
+        text(&refused)
+    );
+    let limited = decided(&replicas.log("a"), "rate_limited", 1).await;
+    assert!(limited[0]["degraded"].is_string(), "{limited:?}");
+    let allowed = decided(&replicas.log("a"), "allow", 1).await;
+    let degraded = allowed[0]["degraded"].as_str().unwrap();
+    assert!(
+        degraded.contains("counted in this replica alone"),
+        "{degraded}"
+    );
+    assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
+    at_a.cancel().await.unwrap();
+    replicas.stop().await;
 }

@@ -475,8 +475,11 @@ impl Front {
                 None,
             )
             .await;
-        if let (Some(degraded), Verdict::RateLimited { rule, .. }) =
-            (&decided.degraded, decided.verdict)
+        // Refused because nothing could be counted (with a local fallback
+        // the replica's own window was full: the usual words).
+        let fails_closed = self.gateway.config.state.rate_limit_fallback == RateLimitFallback::Deny;
+        if let (Some(degraded), Verdict::RateLimited { rule, .. }, true) =
+            (&decided.degraded, decided.verdict, fails_closed)
         {
             return refusal(
                 format!(
