@@ -2,7 +2,8 @@
 //! serving. The config is loaded, the upstreams are started and listed, and
 //! each tool is decided by the gateway's own code (`config::load`,
 //! `front::served_tools`, `Policy::decide`), so the answer is the one a
-//! call would get; nothing is bound and the audit log is not written.
+//! call would get; nothing is bound and the audit log is not written. A
+//! `[state] redis` is asked whether it answers, as `serve` asks it at start.
 
 use mcp_hints::Hint;
 use serde_json::{Value, json};
@@ -11,18 +12,26 @@ use crate::args::CheckArgs;
 use mcp_hints_gateway::config::{self, Config, defaults::LOCAL_PRINCIPAL};
 use mcp_hints_gateway::front::{self, ServedTool};
 use mcp_hints_gateway::policy::{self, CallScope, Policy, Ruling, Verdict};
+use mcp_hints_gateway::state::{RedisState, SharedState, StateError};
 use mcp_hints_gateway::{approval, log};
 
+/// The port a `redis://` URL without one names (Redis's own default).
+const REDIS_DEFAULT_PORT: u16 = 6379;
+
 /// Runs `gateway check`: prints one line per served tool (or, with
-/// `--json`, an array), after the warnings `serve` would print on stderr.
-/// Exit status 0, or 1 when an upstream could not be reached (each named
-/// on stderr: `serve` would start without its tools, and keep trying it).
+/// `--json`, an array), after the warnings `serve` would print on stderr
+/// and, with a `[state] redis`, a line on stderr saying whether it answers
+/// (`gateway check: shared state: redis at HOST:PORT answers`, or a
+/// warning; never the URL's password). Exit status 0, or 1 when an
+/// upstream could not be reached (each named on stderr: `serve` would
+/// start without its tools, and keep trying it); a Redis that does not
+/// answer is a warning, as `serve` starts without it.
 ///
 /// # Errors
 ///
 /// For exit status 2, the messages `serve` gives: a bad config (file, line
-/// and key named), an audit log or lock that could not be opened, colliding
-/// tool names.
+/// and key named), an audit log or lock that could not be opened, a
+/// `[state] redis` the Redis client does not take, colliding tool names.
 pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     let config = config::load(&args.config).map_err(|error| error.to_string())?;
     for warning in config.warnings() {
@@ -31,6 +40,11 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     log::AuditLog::check(&config.log.path).map_err(|error| error.to_string())?;
     if let Some(lock) = config.lock.as_ref().filter(|lock| lock.deny_drift) {
         approval::DriftLock::load(lock).map_err(|error| error.to_string())?;
+    }
+    if let Some(url) = &config.state.redis {
+        let state = RedisState::open(url, &config.state.prefix, None)
+            .map_err(|error| without_password(&error.to_string(), url))?;
+        eprintln!("{}", state_answer(&state, state.ready().await, url));
     }
     // `served_tools` stops every stdio upstream's process group before it
     // returns, and when its future is dropped on a signal.
@@ -87,6 +101,56 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
         );
     }
     Ok(u8::from(!unavailable.is_empty()))
+}
+
+/// The stderr line for what the shared state at `url` answered to
+/// [`SharedState::ready`]: `gateway check: shared state: redis at
+/// HOST:PORT answers`, or a `gateway: warning:` saying why it does not and
+/// what `serve` would do meanwhile. Neither holds the URL's password.
+fn state_answer(state: &dyn SharedState, answer: Result<(), StateError>, url: &str) -> String {
+    let place = format!("{} at {}", state.backend(), host_port(url));
+    match answer {
+        Ok(()) => format!("gateway check: shared state: {place} answers"),
+        Err(error) => {
+            // The Redis client's own words, without the error's prefix
+            // ("the gateway's shared state (redis) is unavailable"), which
+            // the line says in its own.
+            let why = std::error::Error::source(&error)
+                .map_or_else(|| error.to_string(), ToString::to_string);
+            let why = crate::text::one_line(&without_password(&why, url)).into_owned();
+            format!(
+                "gateway: warning: the shared state ({place}) does not answer: {why}; `serve` \
+                 would start, and refuse the calls a rule guards until it answers"
+            )
+        }
+    }
+}
+
+/// `HOST:PORT` of a `redis://` or `rediss://` URL, Redis's default port
+/// when it names none (an IPv6 host in brackets); the URL is one the
+/// config accepted, so it parses and names a host.
+fn host_port(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => format!(
+            "{}:{}",
+            parsed.host_str().unwrap_or_default(),
+            parsed.port().unwrap_or(REDIS_DEFAULT_PORT)
+        ),
+        Err(_) => "the configured address".to_owned(),
+    }
+}
+
+/// `text` with the password of `url` (as written there) replaced by
+/// `***`. The Redis client sends a password and does not quote it in its
+/// errors; this keeps it out of the output should one ever do.
+fn without_password(text: &str, url: &str) -> String {
+    let password = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|parsed| parsed.password().map(str::to_owned));
+    match password {
+        Some(password) if !password.is_empty() => text.replace(&password, "***"),
+        _ => text.to_owned(),
+    }
 }
 
 /// Every principal a call can come from: each `[[client]]`'s, in file
@@ -185,5 +249,30 @@ fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
         | Verdict::Deny { rule: Some(rule) }
         | Verdict::RequireApproval { rule, .. }
         | Verdict::RateLimited { rule, .. } => policy.describe(rule),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{host_port, without_password};
+
+    #[test]
+    fn host_port_names_the_port_or_redis_default_and_brackets_ipv6() {
+        assert_eq!(host_port("redis://:pw@10.0.0.7:6380/2"), "10.0.0.7:6380");
+        assert_eq!(host_port("redis://cache.internal"), "cache.internal:6379");
+        assert_eq!(host_port("rediss://user:pw@[::1]:7000"), "[::1]:7000");
+    }
+
+    #[test]
+    fn without_password_hides_the_urls_password_only() {
+        let url = "redis://app:hunter22@127.0.0.1:6379/";
+        assert_eq!(
+            without_password("AUTH hunter22 failed for app", url),
+            "AUTH *** failed for app"
+        );
+        assert_eq!(
+            without_password("Connection refused", "redis://127.0.0.1:6379/"),
+            "Connection refused"
+        );
     }
 }
