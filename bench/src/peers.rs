@@ -154,12 +154,21 @@ pub async fn start_gateway(
     upstream: &str,
 ) -> Result<(Process, String), String> {
     let path = gateway_config(scratch, logs, label, token, upstream)?;
+    serve_gateway(binaries, &path, format!("gateway ({label} upstream)")).await
+}
+
+/// Starts `mcp-hints gateway serve --config CONFIG` as `name`; its URL once
+/// it says where it serves.
+pub async fn serve_gateway(
+    binaries: &Binaries,
+    config: &Path,
+    name: String,
+) -> Result<(Process, String), String> {
     let mut command = Command::new(&binaries.gateway);
     command
         .args(["gateway", "serve", "--config"])
-        .arg(&path)
+        .arg(config)
         .env("NO_COLOR", "1");
-    let name = format!("gateway ({label} upstream)");
     let mut process = Process::spawn(name, command, false)?;
     let url = process
         .announced("gateway: serving MCP over streamable HTTP at ")
@@ -203,8 +212,17 @@ trusted = true
 
 /// Starts `notes --http 127.0.0.1:0`; its URL once it says where it serves.
 pub async fn start_notes_http(notes: &Path) -> Result<(Process, String), String> {
+    start_notes_http_with(notes, &[]).await
+}
+
+/// Starts `notes --http 127.0.0.1:0` with `options` (`--store URL`); its
+/// URL once it says where it serves.
+pub async fn start_notes_http_with(
+    notes: &Path,
+    options: &[&str],
+) -> Result<(Process, String), String> {
     let mut command = Command::new(notes);
-    command.args(["--http", "127.0.0.1:0"]);
+    command.args(["--http", "127.0.0.1:0"]).args(options);
     let mut process = Process::spawn("notes --http".to_owned(), command, false)?;
     let url = process
         .announced("notes: serving MCP over streamable HTTP at ")
@@ -220,10 +238,7 @@ pub async fn start_mcp_proxy(
     notes: &Path,
     options: &[&str],
 ) -> Result<(Process, String), String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map_err(|error| format!("no free loopback port for mcp-proxy: {error}"))?
-        .port();
+    let port = free_port().map_err(|error| format!("mcp-proxy: {error}"))?;
     let mut command = Command::new(proxy);
     command
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
@@ -243,6 +258,137 @@ pub async fn start_mcp_proxy(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok((process, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+///
+/// # Errors
+///
+/// When no loopback port can be bound.
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|error| format!("no free loopback port: {error}"))
+}
+
+/// Starts `redis-server` (from the `PATH`) on a free loopback port with no
+/// persistence (`--save "" --appendonly no`), `dir` its working directory,
+/// its log on its stderr; its URL, `redis://127.0.0.1:PORT/`, once it
+/// answers `PING` and says it is the process started here (another
+/// program may take the free port first: then the next one is tried, up
+/// to [`REDIS_ATTEMPTS`] ports).
+///
+/// # Errors
+///
+/// When `redis-server` is not on the `PATH`, or does not serve on any of
+/// the ports tried within [`START_TIMEOUT`] each (the message has each
+/// attempt's reason and log lines).
+pub async fn start_redis(dir: &Path) -> Result<(Process, String), String> {
+    let binary = which("redis-server").ok_or(
+        "`redis-server` is not on the PATH: install it (Debian: `apt-get install \
+         redis-server`) and run again",
+    )?;
+    let mut failures = Vec::new();
+    for _ in 0..REDIS_ATTEMPTS {
+        let port = free_port()?;
+        let mut command = Command::new(&binary);
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--logfile", "/dev/stderr"])
+            .arg("--dir")
+            .arg(dir);
+        let mut process = Process::spawn(format!("redis-server on port {port}"), command, false)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        let failure = loop {
+            if let Err(failure) = process.check_running() {
+                break failure;
+            }
+            match redis_process_id(port) {
+                Some(pid) if pid == process.id() => {
+                    return Ok((process, format!("redis://127.0.0.1:{port}/")));
+                }
+                Some(other) => {
+                    break process.failure(&format!(
+                        "lost its port to another redis-server (process {other})"
+                    ));
+                }
+                None if Instant::now() >= deadline => {
+                    break process.failure(&format!("did not answer within {START_TIMEOUT:?}"));
+                }
+                None => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        failures.push(failure);
+    }
+    Err(format!(
+        "redis-server did not start:\n{}",
+        failures.join("\n")
+    ))
+}
+
+/// How many free ports [`start_redis`] tries.
+pub const REDIS_ATTEMPTS: usize = 5;
+
+/// The `process_id` the Redis on `port` reports in `INFO server`; `None`
+/// while nothing answers there (within a second).
+fn redis_process_id(port: u16) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    // A bulk string: `$<length>\r\n<text>\r\n`.
+    let mut reply = Vec::new();
+    let mut chunk = [0; 4096];
+    loop {
+        let read = stream.read(&mut chunk).ok()?;
+        if read == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&reply);
+        let (head, body) = text.split_once("\r\n")?;
+        let length: usize = head.strip_prefix('$')?.parse().ok()?;
+        if body.len() >= length {
+            return body
+                .lines()
+                .find_map(|line| line.strip_prefix("process_id:"))
+                .and_then(|pid| pid.trim().parse().ok());
+        }
+    }
+}
+
+/// The first `name` on the `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// An rmcp client of one MCP session.
+pub type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// An rmcp client over streamable HTTP to `url`, with a bearer token if
+/// given, once `initialize` is done (within [`START_TIMEOUT`]); `what`
+/// names it in errors.
+pub async fn http_client(url: &str, token: Option<&str>, what: &str) -> Result<Client, String> {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    config.auth_header = token.map(str::to_owned);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(error)) => Err(format!(
+            "{what}: the client could not initialize with {url}: {error}"
+        )),
+        Err(_) => Err(format!(
+            "{what}: {url} did not finish `initialize` within {START_TIMEOUT:?}"
+        )),
+    }
 }
 
 /// `mcp-proxy` at its pinned version in the venv `venv`, made and installed
@@ -423,6 +569,11 @@ impl Process {
                 }
             }
         }
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// An error when the process has exited.

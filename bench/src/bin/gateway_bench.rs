@@ -50,17 +50,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use mcp_hints_bench::peers::{
-    Binaries, Process, START_TIMEOUT, TempDir, binaries, gateway_config, install_mcp_proxy,
+    Binaries, Client, Process, TempDir, binaries, gateway_config, http_client, install_mcp_proxy,
     percentile, start_gateway, start_mcp_proxy, start_notes_http, toml_string, toml_string_list,
 };
 use mcp_hints_bench::{median, peers};
+use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
-
-type Client = RunningService<RoleClient, ()>;
+use rmcp::transport::TokioChildProcess;
 
 /// How long a first call may keep failing before a set-up counts as broken
 /// (the gateway may still be connecting its upstream).
@@ -413,21 +409,5 @@ impl Setup {
         if let Some(mut client) = self.client.take() {
             let _ = client.close_with_timeout(Duration::from_secs(5)).await;
         }
-    }
-}
-
-/// An rmcp client over streamable HTTP, with a bearer token if given.
-async fn http_client(url: &str, token: Option<&str>, what: &str) -> Result<Client, String> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    config.auth_header = token.map(str::to_owned);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    match tokio::time::timeout(START_TIMEOUT, ().serve(transport)).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(error)) => Err(format!(
-            "{what}: the client could not initialize with {url}: {error}"
-        )),
-        Err(_) => Err(format!(
-            "{what}: {url} did not finish `initialize` within {START_TIMEOUT:?}"
-        )),
     }
 }

@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 
 use mcp_hints_bench::peers::{
     Process, TempDir, binaries, install_mcp_proxy, start_gateway, start_mcp_proxy,
-    start_notes_http, toml_string_list,
+    start_notes_http, toml_string_list, which,
 };
 use mcp_hints_bench::{median, peers};
 use serde_json::{Value, json};
@@ -570,12 +570,4 @@ fn report(options: &Options, setups: &[Setup], sync_micros: f64) -> String {
         );
     }
     out
-}
-
-/// The first `name` on the `PATH`.
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }
