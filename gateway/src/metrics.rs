@@ -11,7 +11,7 @@
 //! | `mcp_hints_gateway_delivery_unknown_total` | counter | `upstream` | forwarded calls whose delivery stayed unknown |
 //! | `mcp_hints_gateway_parked_calls` | gauge | | calls this gateway holds for an approver now (a replica counts its own) |
 //! | `mcp_hints_gateway_audit_sync_duration_seconds` | histogram | | one `fdatasync` of the audit log (one may cover many entries) |
-//! | `mcp_hints_gateway_state_errors_total` | counter | `backend` | requests to the shared state that failed ([`Metrics::state_error`]) |
+//! | `mcp_hints_gateway_state_errors_total` | counter | `backend` | requests to the shared state that failed ([`Metrics::state_error`], where a backend counts them; none does yet) |
 //!
 //! Why a recorder of its own: the `metrics` macros record into a global
 //! recorder that a process installs once, and a library that installed

@@ -138,6 +138,21 @@ async fn calls_are_counted_and_timed_and_readiness_names_an_unreachable_upstream
 
     // Liveness and readiness need no token; metrics do.
     assert_eq!(get(admin, "/healthz", None).await, (200, "ok".to_owned()));
+    // A page reaching them by DNS rebinding, or from another origin, is
+    // refused as on every admin route.
+    let http = reqwest::Client::new();
+    for (header, value) in [
+        ("host", "rebound.example"),
+        ("origin", "http://evil.example"),
+    ] {
+        let refused = http
+            .get(format!("http://{admin}/readyz"))
+            .header(header, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 403, "{header}: {value}");
+    }
     let (status, body) = get(admin, "/readyz", None).await;
     assert_eq!(
         (status, serde_json::from_str::<Value>(&body).unwrap()),
