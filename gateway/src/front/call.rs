@@ -1046,8 +1046,16 @@ mod tests {
             approvals.approve("c-1", "carol").await.unwrap();
         };
         let _ = tokio::join!(wait(), approve);
-        // Dropped while it waits: the guard records it as abandoned.
+        // Dropped while it waits: the guard records it as abandoned, and it
+        // no longer counts as parked.
         let _ = tokio::time::timeout(Duration::from_millis(10), wait()).await;
+        let rendered = metrics.render().unwrap();
+        assert!(
+            rendered
+                .lines()
+                .any(|line| line == "mcp_hints_gateway_parked_calls 0"),
+            "{rendered}"
+        );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let lines = loop {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
