@@ -1960,6 +1960,78 @@ fn notes_config(extra: &str) -> String {
     )
 }
 
+/// `serve` keeps metrics: its admin endpoint answers `/healthz` and
+/// `/readyz` without a token (503 naming an upstream that would not
+/// start), and `/metrics` only with the admin token, counting a call it
+/// allowed.
+#[test]
+fn serve_answers_health_readiness_and_metrics_on_the_admin_endpoint() {
+    let dir = scratch("health");
+    let extra = format!(
+        "[[upstream]]\nname = \"lost\"\ncommand = [\"target/debug/no-such-server\"]\n\n\
+         [admin]\ntoken = \"{ADMIN_TOKEN}\"\n"
+    );
+    let config = notes_config(&extra).replace(
+        "http = \"127.0.0.1:0\"\n",
+        "http = \"127.0.0.1:0\"\nadmin_http = \"127.0.0.1:0\"\n",
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let bearer = format!("Bearer {TOKEN}");
+    let mut connection = KeptAlive::connect(&gateway.address());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (status, body) = loop {
+        let (status, body) =
+            connection.call_tool(1, "notes__list_notes", &[("Authorization", &bearer)]);
+        // The upstream may still be starting: its tool is unknown then.
+        if status == 200 || Instant::now() >= deadline {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 200, "{body}\n{}", gateway.stderr());
+    assert!(body.contains(r#""isError":false"#), "{body}");
+
+    let admin = gateway
+        .admin
+        .clone()
+        .expect("the admin endpoint is announced");
+    let mut admin = KeptAlive::connect(admin.trim_start_matches("http://"));
+    assert_eq!(admin.send("GET /healthz", &[], ""), (200, "ok".to_owned()));
+    let (status, body) = admin.send("GET /readyz", &[], "");
+    assert_eq!(status, 503, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let unready = body["unready"].as_array().unwrap();
+    let names: Vec<(&Value, &Value)> = unready
+        .iter()
+        .map(|unready| (&unready["kind"], &unready["name"]))
+        .collect();
+    assert_eq!(names, [(&json!("upstream"), &json!("lost"))], "{body}");
+
+    let (status, body) = admin.send("GET /metrics", &[], "");
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = admin.send("GET /metrics", &[("Authorization", &bearer)], "");
+    assert_eq!(status, 401, "a client's token is not the admin's: {body}");
+    let authorization = format!("Bearer {ADMIN_TOKEN}");
+    let (status, body) = admin.send("GET /metrics", &[("Authorization", &authorization)], "");
+    assert_eq!(status, 200, "{body}");
+    let samples: Vec<&str> = body.lines().filter(|line| !line.starts_with('#')).collect();
+    assert!(
+        samples
+            .contains(&r#"mcp_hints_gateway_decisions_total{rule="default",decision="allow"} 1"#),
+        "{body}"
+    );
+    assert!(
+        samples.contains(&"mcp_hints_gateway_parked_calls 0"),
+        "{body}"
+    );
+    assert!(
+        samples.contains(
+            &r#"mcp_hints_gateway_upstream_call_duration_seconds_count{upstream="notes",outcome="result"} 1"#
+        ),
+        "{body}"
+    );
+}
+
 #[test]
 fn a_relative_command_not_found_names_the_directory_it_was_resolved_against() {
     let dir = scratch("relative-command");

@@ -22,6 +22,8 @@
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
+//! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
+//! | `readiness` (private) | the probes `GET /readyz` asks: every upstream, and what else a call depends on |
 //! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
 //!
 //! # Errors
@@ -97,7 +99,9 @@ pub mod config;
 mod error;
 pub mod front;
 pub mod log;
+mod metrics;
 pub mod policy;
+mod readiness;
 #[cfg(test)]
 mod scratch;
 pub mod state;
@@ -136,6 +140,12 @@ pub mod defaults {
     /// cut short: 5 seconds (the endpoint is told to end its sessions;
     /// this bounds a client that keeps a stream open).
     pub const STOP_GRACE: Duration = Duration::from_secs(5);
+    /// How long one readiness probe (`GET /readyz`) may take before it
+    /// counts as not ready: 2 seconds.
+    pub const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+    /// How often the metrics' upkeep runs (histogram samples drained into
+    /// their buckets) when nobody scrapes `GET /metrics`: 5 seconds.
+    pub const METRICS_UPKEEP: Duration = Duration::from_secs(5);
 }
 
 /// The separator between the upstream's name and its tool's name.

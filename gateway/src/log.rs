@@ -24,6 +24,8 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::metrics::Metrics;
+
 /// The words of an audit entry's fixed fields: an enum whose variants are
 /// written as their `snake_case` names, every name in `NAMES` in the order
 /// of the variants, and `FromStr` of those names (what `gateway log`'s
@@ -283,6 +285,8 @@ struct Inner {
     #[cfg(test)]
     arms: AtomicU64,
     syncs: std::sync::mpsc::Sender<SyncRequest>,
+    /// Where a written `decided` entry is counted.
+    metrics: Metrics,
 }
 
 /// What the sync thread is asked.
@@ -398,6 +402,16 @@ impl AuditLog {
     /// missing directory, a directory at `path`, no permission), or the
     /// sync thread cannot be started.
     pub fn open(path: &Path) -> Result<AuditLog, LogError> {
+        AuditLog::open_measured(path, Metrics::off())
+    }
+
+    /// [`open`](Self::open), counting each `decided` entry written in
+    /// `metrics`' decisions and timing each sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub(crate) fn open_measured(path: &Path, metrics: Metrics) -> Result<AuditLog, LogError> {
         let error = |action, source| LogError {
             path: path.to_owned(),
             action,
@@ -452,11 +466,13 @@ impl AuditLog {
             #[cfg(test)]
             arms: AtomicU64::new(0),
             syncs,
+            metrics: metrics.clone(),
         });
         let syncer = Syncer {
             inner: Arc::downgrade(&inner),
             path: path.to_owned(),
             file: inner.file.clone(),
+            metrics,
         };
         std::thread::Builder::new()
             .name("audit-log".to_owned())
@@ -490,6 +506,14 @@ impl AuditLog {
             .map_err(|source| inner.error("serialise the entry", source.into()))?;
         line.push(b'\n');
         let upto = inner.append(&line)?;
+        if entry.phase == Phase::Decided {
+            // Counted once the line is in the file: the counter agrees
+            // with the log's `decided` entries, a sync that fails after
+            // this included.
+            inner
+                .metrics
+                .decision(entry.rule.as_deref(), entry.decision);
+        }
         let gone = || inner.error("sync it to disk", sync_thread_gone());
         match durability {
             Durability::Written => {
@@ -630,6 +654,8 @@ struct Syncer {
     inner: std::sync::Weak<Inner>,
     path: PathBuf,
     file: Arc<File>,
+    /// Where each sync's duration goes.
+    metrics: Metrics,
 }
 
 impl Syncer {
@@ -710,10 +736,12 @@ impl Syncer {
             });
         };
         let covered = inner.written.load(Ordering::SeqCst);
+        let started = Instant::now();
         let synced = self
             .file
             .sync_data()
             .map_err(|source| inner.error("sync it to disk", source));
+        self.metrics.audit_sync(started.elapsed());
         inner
             .appender
             .lock()

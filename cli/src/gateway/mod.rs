@@ -82,8 +82,10 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
     // start-up would end the process at once, its upstreams left running.
     let mut signals = StopSignals::listen();
     // A start that fails, or is dropped here on a signal, stops the
-    // upstreams it started.
-    let starting = front::Gateway::builder(config).start();
+    // upstreams it started. Metrics are kept for the admin endpoint's
+    // `GET /metrics` (in the gateway's own recorder: this command installs
+    // no global one either).
+    let starting = front::Gateway::builder(config).metrics(true).start();
     let gateway = tokio::select! {
         biased;
         signal = signals.next() => {

@@ -1,6 +1,9 @@
-//! The admin endpoint, where approvers see and decide parked calls:
-//! `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, behind the
-//! admin token, the HTTP guard and a `Host` check.
+//! The admin endpoint, where approvers see and decide parked calls
+//! (`GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`) and Prometheus
+//! scrapes its metrics (`GET /metrics`), behind the admin token; and where
+//! a load balancer or an orchestrator asks whether the gateway lives and
+//! can serve (`GET /healthz`, `GET /readyz`), without one; all behind the
+//! HTTP guard and a `Host` check.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,15 +22,26 @@ use super::serve::{allowed_hosts, bind};
 use crate::Error;
 use crate::approval::{ApprovalError, DecideRequest};
 
-/// Serves the admin endpoint on `address`, in a task of its own:
-/// `GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`, each needing
-/// `Authorization: Bearer` with the admin token (401 without). Like the
-/// client endpoint, it is behind [`HttpGuard`] (403 for an `Origin` other
-/// than its own; `listen.allow_origins` are for clients, not here) and a
-/// `Host` check (403 for a name other than a loopback one or the bound
-/// address, 400 for none), so that a web page cannot reach it by DNS
-/// rebinding. Says the bound address as an event: `gateway: admin endpoint
-/// at http://ADDR`.
+/// Serves the admin endpoint on `address`, in a task of its own. Its
+/// routes:
+///
+/// | route | token | answers |
+/// |---|---|---|
+/// | `GET /pending` | admin | 200 `{"pending": [PARKED, ...]}`; 503 `{"error": ...}` when the shared state cannot be read |
+/// | `POST /approve/{id}`, `POST /deny/{id}` | admin | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; the body is `{"by": NAME}` or empty (by `admin`) |
+/// | `GET /metrics` | admin | 200, the metrics in Prometheus' text format (0.0.4), as the crate documentation's "Metrics" lists them; 404 unless the gateway was started with [`GatewayBuilder::metrics`](super::GatewayBuilder::metrics) |
+/// | `GET /healthz` | none | 200 `ok` while the process serves (liveness) |
+/// | `GET /readyz` | none | 200 `{"ready": true}` when every upstream is reachable; else 503 `{"ready": false, "unready": [{"kind": "upstream", "name": NAME, "reason": WHY}, ...]}`, each name and reason escaped (readiness: a replica to take out of rotation) |
+///
+/// A route that needs the admin token answers 401 without
+/// `Authorization: Bearer` with it; `/healthz` and `/readyz` need none (a
+/// probe carries no secret, and they say nothing a caller could act on).
+/// Like the client endpoint, every route is behind [`HttpGuard`] (403 for
+/// an `Origin` other than its own; `listen.allow_origins` are for clients,
+/// not here) and a `Host` check (403 for a name other than a loopback one
+/// or the bound address, 400 for none), so that a web page cannot reach it
+/// by DNS rebinding. Says the bound address as an event: `gateway: admin
+/// endpoint at http://ADDR`.
 ///
 /// # Errors
 ///
@@ -58,6 +72,9 @@ pub async fn serve_admin(
         .route("/pending", get(admin_pending))
         .route("/approve/{id}", post(admin_approve))
         .route("/deny/{id}", post(admin_deny))
+        .route("/metrics", get(admin_metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .with_state(gateway)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(allowed_hosts(bound)),
@@ -155,6 +172,46 @@ async fn admin_pending(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) 
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({ "error": error.to_string() }),
         ),
+    }
+}
+
+/// `GET /metrics`: the gateway's metrics for Prometheus, with the admin
+/// token.
+async fn admin_metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = admin_authorized(&gateway, &headers) {
+        return refused;
+    }
+    let Some(text) = gateway.metrics.render() else {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &json!({ "error": "this gateway keeps no metrics (started without them)" }),
+        );
+    };
+    let mut response = (StatusCode::OK, text).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// `GET /healthz`: the process serves. Nothing is asked of what it
+/// depends on: an unreachable upstream is not a reason to restart it.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: every readiness probe asked; 503 naming each that is
+/// not ready.
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+    let unready = crate::readiness::unready(&gateway.readiness).await;
+    if unready.is_empty() {
+        json_response(StatusCode::OK, &json!({ "ready": true }))
+    } else {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "ready": false, "unready": unready }),
+        )
     }
 }
 

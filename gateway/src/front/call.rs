@@ -23,6 +23,7 @@ use super::catalogue::Listed;
 use crate::approval::{Approvals, Drift, DriftLock, Parked, Resolution};
 use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
+use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Ruling, Verdict};
 use crate::state::{StateError, Window};
 use crate::upstream::{self, Upstream};
@@ -628,6 +629,7 @@ impl Front {
         let resolution = wait_for_approver(
             &gateway.approvals,
             &gateway.log,
+            &gateway.metrics,
             &call.record,
             &call.arguments,
             parking,
@@ -684,6 +686,7 @@ impl Front {
             }
         };
         let sent = ToolCall::new(listed.tool.clone()).arguments(arguments);
+        let started = std::time::Instant::now();
         // Boxed: the replay-safe client's future is kilobytes (its retry
         // and read-back states), and this one is moved whole into each
         // request's task.
@@ -692,8 +695,13 @@ impl Front {
             client.call_tool(sent),
         ))
         .await;
+        let elapsed = started.elapsed();
+        let measured = measured_outcome(&outcome);
         upstream.say_restarts(&client).await;
         let (result, outcome, attempts) = self.answer(&name, upstream, outcome);
+        self.gateway
+            .metrics
+            .upstream_call(&upstream.name, measured, elapsed, attempts);
         if let Err(error) = self
             .finish(&record, decision, rule, outcome, Some(attempts))
             .await
@@ -815,6 +823,7 @@ impl Front {
 async fn wait_for_approver(
     approvals: &Approvals,
     log: &AuditLog,
+    metrics: &Metrics,
     record: &CallRecord,
     arguments: &JsonObject,
     parking: &Parking,
@@ -822,6 +831,8 @@ async fn wait_for_approver(
 ) -> Resolution {
     let parked = parked(record, arguments, parking.timeout, parking.reason.clone());
     let dropped = || record_abandoned(log, record, parking.rule.clone());
+    // Counted until the wait ends, or this future is dropped.
+    let _parked = metrics.parked();
     approvals
         .park_or_drop(
             parked,
@@ -926,6 +937,19 @@ fn queue(log: &AuditLog, entry: &Entry, durability: Durability) {
     }
 }
 
+/// What the replay-safe client made of a forwarded call, as the metrics'
+/// `outcome` says it.
+fn measured_outcome(outcome: &Result<CallOutcome, CallError>) -> MeasuredOutcome {
+    match outcome {
+        Ok(CallOutcome::Completed(done)) if done.result.is_error == Some(true) => {
+            MeasuredOutcome::ToolError
+        }
+        Ok(CallOutcome::Completed(_)) => MeasuredOutcome::Result,
+        Ok(CallOutcome::DeliveryUnknown(_)) => MeasuredOutcome::DeliveryUnknown,
+        Err(_) => MeasuredOutcome::Error,
+    }
+}
+
 /// The refusal of a call whose audit entry could not be written.
 fn log_failed(error: &Error) -> CallToolResult {
     refusal(
@@ -1000,6 +1024,7 @@ mod tests {
             arguments: None,
         };
         let approvals = Approvals::in_process();
+        let metrics = Metrics::prometheus();
         let parking = Parking {
             reason: "rule[0] requires an approver".to_owned(),
             timeout: Duration::from_secs(300),
@@ -1009,7 +1034,9 @@ mod tests {
         let arguments = JsonObject::new();
         let wait = || {
             let never = std::future::pending();
-            wait_for_approver(&approvals, &log, &record, &arguments, &parking, never)
+            wait_for_approver(
+                &approvals, &log, &metrics, &record, &arguments, &parking, never,
+            )
         };
         // Resolved: its caller records the resolution, the guard nothing.
         let approve = async {
@@ -1019,8 +1046,16 @@ mod tests {
             approvals.approve("c-1", "carol").await.unwrap();
         };
         let _ = tokio::join!(wait(), approve);
-        // Dropped while it waits: the guard records it as abandoned.
+        // Dropped while it waits: the guard records it as abandoned, and it
+        // no longer counts as parked.
         let _ = tokio::time::timeout(Duration::from_millis(10), wait()).await;
+        let rendered = metrics.render().unwrap();
+        assert!(
+            rendered
+                .lines()
+                .any(|line| line == "mcp_hints_gateway_parked_calls 0"),
+            "{rendered}"
+        );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let lines = loop {
             let text = std::fs::read_to_string(&path).unwrap_or_default();

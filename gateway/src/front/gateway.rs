@@ -17,7 +17,9 @@ use crate::approval::{Approvals, DriftLock};
 use crate::config::Config;
 use crate::defaults;
 use crate::log::{AuditLog, Durability, Entry};
+use crate::metrics::Metrics;
 use crate::policy::Policy;
+use crate::readiness::Probe;
 use crate::state::{InProcess, RedisState, SharedState};
 use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
 
@@ -25,8 +27,9 @@ use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
 use super::router;
 
 /// How a [`Gateway`] starts, for an application that serves it: its
-/// config, and whether it keeps its served list current by itself. Both
-/// are on by default, as `mcp-hints gateway serve` has them.
+/// config, whether it keeps its served list current by itself (both on by
+/// default, as `mcp-hints gateway serve` has them), and whether it keeps
+/// Prometheus metrics (off by default; `serve` turns them on).
 ///
 /// ```no_run
 /// # async fn run(
@@ -46,6 +49,7 @@ pub struct GatewayBuilder {
     config: Config,
     follow_list_changes: bool,
     retry_unreachable: bool,
+    metrics: bool,
 }
 
 impl GatewayBuilder {
@@ -56,6 +60,7 @@ impl GatewayBuilder {
             config,
             follow_list_changes: true,
             retry_unreachable: true,
+            metrics: false,
         }
     }
 
@@ -79,6 +84,19 @@ impl GatewayBuilder {
         self
     }
 
+    /// Whether the gateway keeps Prometheus metrics (default `false`):
+    /// the ones the crate documentation's "Metrics" lists, served by
+    /// [`serve_admin`](super::serve_admin) at `GET /metrics` and rendered
+    /// by [`Gateway::render_metrics`]. They go to a recorder of the
+    /// gateway's own, never to a global one: the `metrics` crate's global
+    /// recorder stays the application's to install (or not), and several
+    /// gateways in one process count apart. Off, nothing is recorded and
+    /// `GET /metrics` answers 404.
+    pub fn metrics(mut self, keep: bool) -> GatewayBuilder {
+        self.metrics = keep;
+        self
+    }
+
     /// Opens the log and the drift lock, connects every upstream, builds
     /// the served tool list, and starts the tasks that keep it current, as
     /// asked. The gateway comes back shared: those tasks hold it too, and
@@ -99,7 +117,15 @@ impl GatewayBuilder {
     /// colliding or over-long tool names, after the config's path; each
     /// names the file or the tools.
     pub async fn start(self) -> Result<Arc<Gateway>, Error> {
-        let gateway = Arc::new(Gateway::open(self.config).await?);
+        let metrics = if self.metrics {
+            Metrics::prometheus()
+        } else {
+            Metrics::off()
+        };
+        let gateway = Arc::new(Gateway::open(self.config, metrics).await?);
+        if gateway.metrics.enabled() {
+            Gateway::keep_metrics(&gateway);
+        }
         if self.follow_list_changes {
             gateway.clone().follow_list_changes();
         } else {
@@ -156,6 +182,12 @@ pub struct Gateway {
     pub(super) admin_flag: std::sync::OnceLock<String>,
     /// Cancelled to end the streamable-HTTP sessions of every [`router`].
     pub(super) sessions_end: CancellationToken,
+    /// Where its metrics go (nowhere unless [`GatewayBuilder::metrics`]).
+    pub(crate) metrics: Metrics,
+    /// What `GET /readyz` asks, in its order: every upstream. Whatever
+    /// else a call comes to depend on adds its own [`Probe`] here, in
+    /// [`Gateway::open`].
+    pub(crate) readiness: Vec<Arc<dyn Probe>>,
 }
 
 impl Gateway {
@@ -171,8 +203,8 @@ impl Gateway {
     /// # Errors
     ///
     /// As [`GatewayBuilder::start`].
-    async fn open(config: Config) -> Result<Gateway, Error> {
-        let log = AuditLog::open(&config.log.path)?;
+    async fn open(config: Config, metrics: Metrics) -> Result<Gateway, Error> {
+        let log = AuditLog::open_measured(&config.log.path, metrics.clone())?;
         let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
             Some(lock) => Some(DriftLock::load(lock)?),
             None => None,
@@ -194,6 +226,10 @@ impl Gateway {
         let policy = Policy::new(&config);
         let groups = ProcessGroups::new();
         let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
+        let readiness = upstreams
+            .iter()
+            .map(|upstream| upstream.clone() as Arc<dyn Probe>)
+            .collect();
         Ok(Gateway {
             config,
             policy,
@@ -211,6 +247,8 @@ impl Gateway {
             left_out: Mutex::new(left_out),
             admin_flag: std::sync::OnceLock::new(),
             sessions_end: CancellationToken::new(),
+            metrics,
+            readiness,
         })
     }
 
@@ -262,6 +300,31 @@ impl Gateway {
             let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
             tracing::error!(%error, "{error}");
         }
+    }
+
+    /// Its metrics in Prometheus' text format (version 0.0.4, what `GET
+    /// /metrics` on the admin endpoint serves), for an application that
+    /// serves them on a route of its own; `None` unless it was started
+    /// with [`GatewayBuilder::metrics`].
+    pub fn render_metrics(&self) -> Option<String> {
+        self.metrics.render()
+    }
+
+    /// Runs the metrics' upkeep every [`defaults::METRICS_UPKEEP`], in a
+    /// task of its own that ends with the gateway.
+    fn keep_metrics(gateway: &Arc<Gateway>) {
+        let gateway = Arc::downgrade(gateway);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(defaults::METRICS_UPKEEP);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(gateway) = gateway.upgrade() else {
+                    return;
+                };
+                gateway.metrics.upkeep();
+            }
+        });
     }
 
     /// The calls waiting for an approver.

@@ -4,8 +4,9 @@
 //! first; each session kept to the principal that created it; then Origin
 //! and bodies checked by [`HttpGuard`](mcp_hints::wire::HttpGuard), Host
 //! by rmcp) and its stdio endpoint (principal `local`); and the admin
-//! endpoint where approvers see and decide parked calls (Origin and Host
-//! checked the same way).
+//! endpoint where approvers see and decide parked calls, its metrics are
+//! scraped and its health and readiness asked (Origin and Host checked the
+//! same way).
 //!
 //! | module | holds |
 //! |---|---|
@@ -14,7 +15,7 @@
 //! | `call` | one `tools/call`, step by step |
 //! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
 //! | `auth` | bearer tokens to principals; each session kept to its principal |
-//! | `admin` | [`serve_admin`]: where approvers see and decide parked calls |
+//! | `admin` | [`serve_admin`]: where approvers see and decide parked calls, Prometheus scrapes the metrics, and probes ask for health and readiness |
 //!
 //! # A call, in order
 //!

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::serve::ListenerExt as _;
-use mcp_hints_gateway::front::{Gateway, router};
+use mcp_hints_gateway::front::{Gateway, GatewayBuilder, router};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -169,10 +169,21 @@ pub struct Served {
 /// Writes `text` to `dir/NAME.toml`, starts its gateway and serves its
 /// router (beside nothing) on a free loopback port.
 pub async fn serve_gateway(dir: &Path, name: &str, text: &str, stop: &CancellationToken) -> Served {
+    serve_gateway_built(dir, name, text, stop, |builder| builder).await
+}
+
+/// [`serve_gateway`], its builder set by `build` before it starts.
+pub async fn serve_gateway_built(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    stop: &CancellationToken,
+    build: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+) -> Served {
     let config_path = dir.join(format!("{name}.toml"));
     std::fs::write(&config_path, text).unwrap();
     let config = mcp_hints_gateway::config::load(&config_path).unwrap();
-    let gateway = Gateway::builder(config).start().await.unwrap();
+    let gateway = build(Gateway::builder(config)).start().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let app = router(gateway.clone(), address).unwrap();
