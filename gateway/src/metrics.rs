@@ -246,10 +246,6 @@ impl Metrics {
     /// backend's failures, counted once each where the backend sees them
     /// (a clone of the gateway's [`Metrics`] handed to it when it is
     /// opened), not where a caller meets the error again.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the shared-state backends count through it next")
-    )]
     pub(crate) fn state_error(&self, backend: &'static str) {
         self.record(|| counter!(STATE_ERRORS, "backend" => backend).increment(1));
     }

@@ -20,7 +20,7 @@ use crate::log::{AuditLog, Durability, Entry};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::readiness::Probe;
-use crate::state::{InProcess, RedisState, SharedState};
+use crate::state::{InProcess, Metered, RedisState, SharedState};
 use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
 
 #[cfg(doc)]
@@ -210,12 +210,13 @@ impl Gateway {
             None => None,
         };
         let checks_drift = drift.is_some();
-        let state: Arc<dyn SharedState> = match &config.state.redis {
+        let backend: Arc<dyn SharedState> = match &config.state.redis {
             Some(url) => {
                 Arc::new(RedisState::open(url, &config.state.prefix, drift).map_err(Error::State)?)
             }
             None => Arc::new(InProcess::new(drift)),
         };
+        let state = Arc::new(Metered::new(backend, metrics.clone()));
         if let Err(error) = state.ready().await {
             let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
             tracing::warn!(
@@ -226,16 +227,23 @@ impl Gateway {
         let policy = Policy::new(&config);
         let groups = ProcessGroups::new();
         let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
+        // The in-process state always answers: only a shared one is asked.
+        let shared = config
+            .state
+            .redis
+            .is_some()
+            .then(|| state.clone() as Arc<dyn Probe>);
         let readiness = upstreams
             .iter()
             .map(|upstream| upstream.clone() as Arc<dyn Probe>)
+            .chain(shared)
             .collect();
         Ok(Gateway {
             config,
             policy,
             log,
             approvals: Approvals::new(state.clone()),
-            state,
+            state: state.clone(),
             local_windows: InProcess::new(None),
             drift: checks_drift,
             upstreams,

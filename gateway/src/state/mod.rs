@@ -22,6 +22,7 @@
 //! amplification, which per replica stays bounded by the replica count).
 
 mod memory;
+mod metered;
 mod redis;
 
 use std::fmt;
@@ -32,6 +33,7 @@ use mcp_hints::fingerprint::PinnedTool;
 use tokio::sync::broadcast;
 
 pub use self::memory::InProcess;
+pub(crate) use self::metered::Metered;
 pub use self::redis::RedisState;
 use crate::approval::{Parked, Resolution};
 

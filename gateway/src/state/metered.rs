@@ -1,0 +1,90 @@
+//! A backend counted: every [`StateError`] of the backend it wraps goes
+//! into `mcp_hints_gateway_state_errors_total{backend}`, and `/readyz`
+//! asks it whether it answers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mcp_hints::fingerprint::PinnedTool;
+use tokio::sync::broadcast;
+
+use super::{Counted, SharedState, StateError, Window};
+use crate::approval::{Parked, Resolution};
+use crate::metrics::Metrics;
+use crate::readiness::Probe;
+
+/// `inner`, its errors counted in `metrics`.
+#[derive(Debug)]
+pub(crate) struct Metered {
+    inner: Arc<dyn SharedState>,
+    metrics: Metrics,
+}
+
+impl Metered {
+    pub(crate) fn new(inner: Arc<dyn SharedState>, metrics: Metrics) -> Metered {
+        Metered { inner, metrics }
+    }
+
+    fn counted<T>(&self, answer: Result<T, StateError>) -> Result<T, StateError> {
+        if answer.is_err() {
+            self.metrics.state_error(self.inner.backend());
+        }
+        answer
+    }
+}
+
+#[async_trait]
+impl SharedState for Metered {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn count(&self, principal: &str, windows: &[Window<'_>]) -> Result<Counted, StateError> {
+        self.counted(self.inner.count(principal, windows).await)
+    }
+
+    async fn park(&self, call: &Parked) -> Result<(), StateError> {
+        self.counted(self.inner.park(call).await)
+    }
+
+    async fn resolve(&self, id: &str, resolution: &Resolution) -> Result<bool, StateError> {
+        self.counted(self.inner.resolve(id, resolution).await)
+    }
+
+    async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StateError> {
+        self.counted(self.inner.resolution(id).await)
+    }
+
+    async fn pending(&self) -> Result<Vec<Parked>, StateError> {
+        self.counted(self.inner.pending().await)
+    }
+
+    fn resolved(&self) -> broadcast::Receiver<String> {
+        self.inner.resolved()
+    }
+
+    async fn approved_tool(&self, namespaced: &str) -> Result<Option<PinnedTool>, StateError> {
+        self.counted(self.inner.approved_tool(namespaced).await)
+    }
+
+    async fn approve_tool(&self, namespaced: &str, tool: &PinnedTool) -> Result<(), StateError> {
+        self.counted(self.inner.approve_tool(namespaced, tool).await)
+    }
+
+    async fn ready(&self) -> Result<(), StateError> {
+        self.counted(self.inner.ready().await)
+    }
+}
+
+/// The shared state is ready while it answers; `/readyz` names it `state`
+/// with its backend's name.
+#[async_trait]
+impl Probe for Metered {
+    fn subject(&self) -> (&'static str, String) {
+        ("state", self.inner.backend().to_owned())
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        self.ready().await.map_err(|error| error.to_string())
+    }
+}
