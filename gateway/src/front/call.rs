@@ -43,6 +43,8 @@ fn end(result: CallToolResult) -> Box<Answer> {
 
 /// What every audit entry of one call shares.
 struct CallRecord {
+    /// The replica deciding it, `[gateway] replica`.
+    replica: String,
     id: String,
     principal: String,
     upstream: String,
@@ -63,6 +65,7 @@ impl CallRecord {
     ) -> Entry {
         Entry {
             time: log::now(),
+            replica: Some(self.replica.clone()),
             id: self.id.clone(),
             principal: self.principal.clone(),
             upstream: self.upstream.clone(),
@@ -258,6 +261,7 @@ impl Front {
         arguments: &JsonObject,
     ) -> CallRecord {
         CallRecord {
+            replica: self.gateway.config.gateway.replica.clone(),
             id: uuid::Uuid::new_v4().to_string(),
             principal: principal.to_owned(),
             upstream: upstream.to_owned(),
@@ -991,6 +995,7 @@ mod tests {
         let path = dir.join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
         let record = CallRecord {
+            replica: "gw-1".to_owned(),
             id: "c-1".to_owned(),
             principal: "alice".to_owned(),
             upstream: "fx".to_owned(),
@@ -1051,5 +1056,10 @@ mod tests {
             ]
         );
         assert!(entries.iter().all(|entry| entry.id == "c-1"));
+        assert!(
+            entries
+                .iter()
+                .all(|entry| entry.replica.as_deref() == Some("gw-1"))
+        );
     }
 }
