@@ -333,11 +333,12 @@ fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>
     Ok((entries, skipped))
 }
 
-/// As [`read_matching`], each entry with its line number (from 1).
-fn read_numbered(
-    path: &Path,
-    args: &LogArgs,
-) -> Result<(Vec<(usize, Entry)>, Vec<String>), String> {
+/// A log's entries that passed the filters, each with its line number
+/// (from 1), and a message for each line skipped.
+type Numbered = (Vec<(usize, Entry)>, Vec<String>);
+
+/// As [`read_matching`], each entry with its line number.
+fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
     let file = File::open(path)
         .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
     let mut entries = Vec::new();
