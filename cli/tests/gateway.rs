@@ -2693,6 +2693,14 @@ fn sessions_belong_to_the_principal_that_created_them() {
         assert!(!foreign.contains("alice"), "{method}: {foreign}");
         let missing = mcp_request(&address, method, &unknown, body);
         assert!(missing.starts_with("HTTP/1.1 404"), "{method}: {missing}");
+        // The same JSON-RPC error (-32001) either way, but for the id.
+        let (foreign, missing) = (json_body(&foreign), json_body(&missing));
+        assert_eq!(foreign["error"]["code"], -32001, "{method}: {foreign}");
+        assert_eq!(
+            foreign.to_string().replace(&hers, "ID"),
+            missing.to_string().replace(unknown[1].1, "ID"),
+            "{method}"
+        );
     }
     // His own session works; hers is untouched, her call still parked.
     let his = session_of(&post(&address, &[("Authorization", &bob)]));
@@ -3241,4 +3249,226 @@ fn gateway_check_refuses_a_bad_config_as_serve_does() {
         check.contains("admin.token_env: the environment variable"),
         "{check}"
     );
+}
+
+/// The body of a raw HTTP answer (one not chunked), as JSON.
+fn json_body(answer: &str) -> Value {
+    let (_, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no body: {answer}"));
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {answer}"))
+}
+
+/// The value of header `name` in a raw HTTP answer's head, if any.
+fn header_of<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let (head, _) = answer.split_once("\r\n\r\n")?;
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+#[test]
+fn a_session_of_one_replica_is_404_at_another_and_their_logs_merge_by_time() {
+    let dir = scratch("replicas");
+    // One config for both replicas, but for the name and the log (the
+    // port is any free one).
+    let shared = notes_config("");
+    for name in ["a", "b"] {
+        let config = format!("[gateway]\nreplica = \"replica-{name}\"\n\n{shared}").replace(
+            "path = \"audit.jsonl\"",
+            &format!("path = \"{name}.jsonl\""),
+        );
+        std::fs::write(dir.join(format!("{name}.toml")), config).unwrap();
+    }
+    let a = Gateway::serve(&dir.join("a.toml"), &dir.join("a.jsonl"), &[]);
+    let b = Gateway::serve(&dir.join("b.toml"), &dir.join("b.jsonl"), &[]);
+    let (at_a, at_b) = (a.address(), b.address());
+    assert_ne!(at_a, at_b);
+    let alice = format!("Bearer {TOKEN}");
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let list_notes = |id: u32| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "notes__list_notes", "arguments": {} }
+        })
+    };
+    // Each call's entries are written before its answer comes back: a pause
+    // of 2 ms puts the next call's in a later millisecond, so the merged
+    // order is the order of time alone.
+    let next_millisecond = || std::thread::sleep(Duration::from_millis(2));
+
+    // A session at replica A, and a call in it.
+    let opened = post(&at_a, &[("Authorization", &alice)]);
+    assert!(opened.starts_with("HTTP/1.1 200"), "{opened}");
+    let session = session_of(&opened);
+    let in_session = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", session.as_str()),
+    ];
+    let answer = mcp_request(&at_a, "POST", &in_session, Some(&initialized));
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    let answer = mcp_request(&at_a, "POST", &in_session, Some(&list_notes(2)));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // Replica B never saw it: 404 and a JSON-RPC error that says so, for
+    // every method, `initialize` included (never a new session in its
+    // place); the client is to start a new session.
+    let expected = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32001,
+            "message": format!(
+                "session `{session}` is not known here: it ended, or another replica of the \
+                 gateway opened it (a load balancer must send every request of a session to the \
+                 replica that opened it); send `initialize` without `Mcp-Session-Id` to start a \
+                 new session"
+            ),
+        },
+    });
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "raw", "version": "1" } }
+    });
+    let elsewhere = [
+        ("POST", Some(list_notes(3))),
+        ("POST", Some(initialize)),
+        ("GET", None),
+        ("DELETE", None),
+    ];
+    for (method, body) in &elsewhere {
+        let answer = mcp_request(&at_b, method, &in_session, body.as_ref());
+        assert!(answer.starts_with("HTTP/1.1 404"), "{method}: {answer}");
+        assert_eq!(
+            header_of(&answer, "content-type"),
+            Some("application/json"),
+            "{answer}"
+        );
+        assert_eq!(header_of(&answer, "mcp-session-id"), None, "{answer}");
+        assert_eq!(json_body(&answer), expected, "{method}");
+    }
+    // An id that is not ASCII text is read lossily and quoted escaped.
+    let hostile = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", "x\u{202e}y"),
+    ];
+    let answer = mcp_request(&at_b, "POST", &hostile, Some(&list_notes(4)));
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    let message = json_body(&answer)["error"]["message"].clone();
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .starts_with("session `x\\u{202e}y` is not known here"),
+        "{message}"
+    );
+
+    // B's own session works, and A's is untouched by B's DELETE.
+    next_millisecond();
+    let opened = post(&at_b, &[("Authorization", &alice)]);
+    assert!(opened.starts_with("HTTP/1.1 200"), "{opened}");
+    let own = session_of(&opened);
+    assert_ne!(own, session);
+    let in_own = [
+        ("Authorization", alice.as_str()),
+        ("Mcp-Session-Id", own.as_str()),
+    ];
+    assert!(mcp_request(&at_b, "POST", &in_own, Some(&initialized)).starts_with("HTTP/1.1 202"));
+    let answer = mcp_request(&at_b, "POST", &in_own, Some(&list_notes(5)));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    next_millisecond();
+    let answer = mcp_request(&at_a, "POST", &in_session, Some(&list_notes(6)));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // Each replica's log names it in every entry.
+    let a_log = a.log_with("finished", 2);
+    let b_log = b.log_with("finished", 1);
+    assert_eq!(a_log.len(), 4, "{a_log:#?}");
+    assert_eq!(b_log.len(), 2, "{b_log:#?}");
+    assert!(
+        a_log.iter().all(|entry| entry["replica"] == "replica-a"),
+        "{a_log:#?}"
+    );
+    assert!(
+        b_log.iter().all(|entry| entry["replica"] == "replica-b"),
+        "{b_log:#?}"
+    );
+
+    // `gateway log` merges them by time.
+    let (a_path, b_path) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    let logs = [
+        "--log",
+        a_path.to_str().unwrap(),
+        "--log",
+        b_path.to_str().unwrap(),
+    ];
+    let output = support::mcp_hints(&[&["gateway", "log", "--json"], &logs[..]].concat());
+    assert!(output.status.success(), "{output:?}");
+    let merged: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let seen: Vec<(&str, &str, &str)> = merged
+        .iter()
+        .map(|entry| {
+            (
+                entry["replica"].as_str().unwrap(),
+                entry["id"].as_str().unwrap(),
+                entry["phase"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let id = |log: &[Value], index: usize| log[index]["id"].as_str().unwrap().to_owned();
+    let (first, between, last) = (id(&a_log, 0), id(&b_log, 0), id(&a_log, 2));
+    assert_eq!(
+        seen,
+        [
+            ("replica-a", first.as_str(), "decided"),
+            ("replica-a", first.as_str(), "finished"),
+            ("replica-b", between.as_str(), "decided"),
+            ("replica-b", between.as_str(), "finished"),
+            ("replica-a", last.as_str(), "decided"),
+            ("replica-a", last.as_str(), "finished"),
+        ]
+    );
+    let times: Vec<&str> = merged.iter().map(|e| e["time"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "{times:?}");
+
+    // The table shows each entry's replica; one log's does not.
+    let columns = ["--columns", "tool,decision,phase"];
+    let output = support::mcp_hints(&[&["gateway", "log"], &logs[..], &columns[..]].concat());
+    assert!(output.status.success(), "{output:?}");
+    let table = String::from_utf8(output.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["REPLICA", "TOOL", "DECISION", "PHASE"], "{table}");
+    let replicas: Vec<&str> = rows[1..7].iter().map(|row| row[0]).collect();
+    assert_eq!(
+        replicas,
+        [
+            "replica-a",
+            "replica-a",
+            "replica-b",
+            "replica-b",
+            "replica-a",
+            "replica-a"
+        ],
+        "{table}"
+    );
+    assert!(table.ends_with("6 entries\n"), "{table}");
+    let one = support::mcp_hints(
+        &[
+            &["gateway", "log", "--log", a_path.to_str().unwrap()],
+            &columns[..],
+        ]
+        .concat(),
+    );
+    let one = String::from_utf8(one.stdout).unwrap();
+    assert!(one.starts_with("TOOL "), "{one}");
+    assert!(!one.contains("replica-a"), "{one}");
 }

@@ -32,9 +32,10 @@ use crate::log::LogError;
 /// What can fail in the gateway: loading its config, opening or writing
 /// its audit log and drift lock, deciding a parked call, the tool names it
 /// would serve, binding and serving its endpoints, reaching an upstream,
-/// reading a time back from the log; and the two protocol errors a
+/// reading a time back from the log; and the three protocol errors a
 /// client's request can get
-/// ([`UnknownTool`](Error::UnknownTool), [`NoPrincipal`](Error::NoPrincipal)).
+/// ([`UnknownTool`](Error::UnknownTool), [`NoPrincipal`](Error::NoPrincipal),
+/// [`UnknownSession`](Error::UnknownSession)).
 ///
 /// Its `Display` is the message `mcp-hints gateway` prints (see the module
 /// documentation for why causes are fields rather than sources);
@@ -206,6 +207,26 @@ pub enum Error {
     /// none through, so this is refused rather than guessed.
     #[error("the request has no authenticated principal")]
     NoPrincipal,
+
+    /// A streamable-HTTP request named, in `Mcp-Session-Id`, a session this
+    /// gateway process does not serve: one that ended, one never opened,
+    /// one another replica opened (sessions of the `initialize` lifecycle
+    /// live in the process that opened them), or one of another principal
+    /// (answered alike, so that a token cannot tell a live session of
+    /// someone else's from none). Answered with HTTP 404 and this as a
+    /// JSON-RPC error with no id: the streamable HTTP transport has the
+    /// client start a new session on a 404. The message quotes the id
+    /// escaped (`mcp_hints_core::escape::shown`).
+    #[error(
+        "session `{}` is not known here: it ended, or another replica of the gateway opened \
+         it (a load balancer must send every request of a session to the replica that opened \
+         it); send `initialize` without `Mcp-Session-Id` to start a new session",
+        escape::shown(id)
+    )]
+    UnknownSession {
+        /// The id as the request named it (its bytes read as UTF-8, lossily).
+        id: String,
+    },
 }
 
 /// One namespaced tool name a client cannot accept, or two it cannot tell
@@ -276,6 +297,7 @@ impl Error {
     /// |---|---|---|
     /// | [`UnknownTool`](Error::UnknownTool) | `-32602` invalid params | MCP, Tools, "Error Handling": an unknown tool is a protocol error, `-32602`; JSON-RPC 2.0 §5.1: "Invalid method parameter(s)" |
     /// | [`NoPrincipal`](Error::NoPrincipal) | `-32600` invalid request | JSON-RPC 2.0 §5.1: "The JSON sent is not a valid Request object": a request the transport did not authenticate is not one the gateway takes |
+    /// | [`UnknownSession`](Error::UnknownSession) | `-32001` | JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to implementations; -32001 is what the MCP TypeScript SDK answers an unknown session with, so clients that read the body meet one code; the HTTP status, 404, is what the transport spec has clients act on |
     /// | every other | `-32603` internal error | JSON-RPC 2.0 §5.1: "Internal JSON-RPC error": the gateway's own state (config, log, lock, listeners, upstreams), nothing the request could change |
     ///
     /// The other answers a call can end with are not protocol errors:
@@ -287,6 +309,7 @@ impl Error {
         match self {
             Error::UnknownTool { .. } => ErrorCode::INVALID_PARAMS,
             Error::NoPrincipal => ErrorCode::INVALID_REQUEST,
+            Error::UnknownSession { .. } => ErrorCode(-32001),
             _ => ErrorCode::INTERNAL_ERROR,
         }
     }
@@ -327,6 +350,18 @@ mod tests {
         let anonymous = ErrorData::from(&Error::NoPrincipal);
         assert_eq!(anonymous.code, ErrorCode::INVALID_REQUEST);
         assert_eq!(anonymous.data, None);
+        let session = ErrorData::from(&Error::UnknownSession {
+            id: "s-1\u{1b}[2J".into(),
+        });
+        assert_eq!(session.code, ErrorCode(-32001));
+        assert!(
+            session
+                .message
+                .starts_with("session `s-1\\u{1b}[2J` is not known here: it ended, or another "),
+            "{}",
+            session.message
+        );
+        assert_eq!(session.data, None);
         let bind = Error::Bind {
             key: "listen.http",
             address: ([127, 0, 0, 1], 1).into(),

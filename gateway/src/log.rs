@@ -149,6 +149,13 @@ pub struct Entry {
     /// When the decision was taken: RFC 3339 in UTC with milliseconds,
     /// `2026-03-16T09:30:00.123Z` (see [`now`]).
     pub time: String,
+    /// The replica that wrote it, `[gateway] replica`
+    /// ([`GatewayConfig::replica`](crate::config::GatewayConfig::replica)):
+    /// every entry the gateway writes has it; `None` (and left out of the
+    /// line) only in entries read from a log written before replicas had
+    /// names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// The call's id (a v4 UUID), shared by its entries and by its parked
     /// call, if any.
     pub id: String,
@@ -906,6 +913,7 @@ mod tests {
     fn entry(n: u32, principal: &str, tool: &str, decision: &str, time: &str) -> Entry {
         Entry {
             time: time.to_owned(),
+            replica: Some("gw-1".to_owned()),
             id: format!("call-{n}"),
             principal: principal.to_owned(),
             upstream: "memory".to_owned(),

@@ -1,6 +1,7 @@
 //! `mcp-hints gateway log`: the gateway's audit log
 //! ([`mcp_hints_gateway::log`]) read back, filtered, and shown as a table
-//! that fits the terminal, or as JSON lines.
+//! that fits the terminal, or as JSON lines; the logs of several replicas
+//! merged by time.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -22,9 +23,12 @@ pub struct LogArgs {
     /// config names need not be set.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The log file itself.
+    /// The log file itself; repeat it to read the logs of several replicas
+    /// (`--log a.jsonl --log b.jsonl`), their entries merged by time (equal
+    /// times in the order of the `--log`s, then of the lines), the table
+    /// with a REPLICA column.
     #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
+    pub log: Vec<PathBuf>,
     /// Only this principal's calls.
     #[arg(long, value_name = "NAME")]
     pub principal: Option<String>,
@@ -52,9 +56,11 @@ pub struct LogArgs {
     pub json: bool,
     /// The table's columns, in this order, comma-separated: time, id,
     /// principal, upstream, tool, decision, phase, outcome, attempts,
-    /// hints, args, rule; or `all`. Default: all of them, or, on a
-    /// terminal, the most that fit its width (id, args, hints, attempts
-    /// and phase are left out first).
+    /// hints, args, rule, replica; or `all` (all but replica). Default:
+    /// all of them, or, on a terminal, the most that fit its width (id,
+    /// args, hints, attempts and phase are left out first). With more
+    /// than one `--log`, replica is always shown (after time, unless
+    /// placed).
     // Each part as given: one column, or every one for `all`.
     #[arg(
         long,
@@ -93,10 +99,15 @@ pub enum Column {
     Args,
     /// `RULE`: the rule that decided.
     Rule,
+    /// `REPLICA`: the gateway replica that wrote the entry (`-` in a log
+    /// older than replica names); shown when asked for, and always when
+    /// more than one log is read.
+    Replica,
 }
 
 impl Column {
-    /// Every column, in the table's order.
+    /// Every column of one log's table, in its order: what `all` names
+    /// (every column but [`Column::Replica`]).
     pub const ALL: [Column; 12] = [
         Column::Time,
         Column::Id,
@@ -137,6 +148,7 @@ impl Column {
             Column::Hints => "hints",
             Column::Args => "args",
             Column::Rule => "rule",
+            Column::Replica => "replica",
         }
     }
 
@@ -154,6 +166,7 @@ impl Column {
             Column::Attempts => "ATTEMPTS",
             Column::Hints => "HINTS",
             Column::Rule => "RULE",
+            Column::Replica => "REPLICA",
         }
     }
 
@@ -177,6 +190,7 @@ impl Column {
                     .unwrap_or(&entry.arguments_sha256),
             ),
             Column::Rule => Cell::plain(&optional(&entry.rule)),
+            Column::Replica => Cell::plain(&optional(&entry.replica)),
         }
     }
 }
@@ -198,12 +212,13 @@ fn parse_column(text: &str) -> Result<Vec<Column>, String> {
     if text.trim() == "all" {
         return Ok(Column::ALL.to_vec());
     }
-    Column::ALL
-        .into_iter()
+    let every = Column::ALL.into_iter().chain([Column::Replica]);
+    every
+        .clone()
         .find(|column| column.name() == text.trim())
         .map(|column| vec![column])
         .ok_or_else(|| {
-            let names: Vec<&str> = Column::ALL.iter().map(|column| column.name()).collect();
+            let names: Vec<&str> = every.map(|column| column.name()).collect();
             format!(
                 "`{}` is not a column: give {} or all",
                 crate::text::shown(text),
@@ -245,24 +260,30 @@ impl LogArgs {
     }
 }
 
-/// Reads the log named by `args` (`--log`, or `[log] path` of `--config`)
-/// and prints the entries that pass every filter, in the log's order: a
-/// table for people (every field escaped, as all peer text is), or with
-/// `--json` one entry per line. Returns exit status 0.
+/// Reads the logs named by `args` (each `--log`, or `[log] path` of
+/// `--config`) and prints the entries that pass every filter: for one log
+/// in its order, for several merged by time (equal times in the order of
+/// the logs, then of their lines), with each entry's replica. A table for
+/// people (every field escaped, as all peer text is), or with `--json` one
+/// entry per line. Returns exit status 0.
 ///
 /// # Errors
 ///
 /// A message naming the file for a config or log that cannot be read, and
-/// the line number for a line whose time is not RFC 3339 (with
-/// `--since`). A line that is not an entry (one a crash cut short) is
-/// skipped, said on stderr with its number.
+/// the file and line number for a line whose time is not RFC 3339 (with
+/// `--since`, or when several logs are merged by time). A line that is
+/// not an entry (one a crash cut short) is skipped, said on stderr with
+/// its file and number.
 pub fn run_log(args: &LogArgs) -> Result<u8, String> {
-    let path = match (&args.log, &args.config) {
-        (Some(log), _) => log.clone(),
-        (None, Some(config)) => log_path_of(config)?,
-        (None, None) => return Err("give --log FILE or --config FILE".to_owned()),
+    let paths = match (args.log.as_slice(), &args.config) {
+        ([], Some(config)) => vec![log_path_of(config)?],
+        ([], None) => return Err("give --log FILE or --config FILE".to_owned()),
+        (logs, _) => logs.to_vec(),
     };
-    let (entries, skipped) = read_matching(&path, args)?;
+    let (entries, skipped) = match paths.as_slice() {
+        [path] => read_matching(path, args)?,
+        several => read_merged(several, args)?,
+    };
     for problem in &skipped {
         eprintln!("mcp-hints gateway log: {problem}");
     }
@@ -277,7 +298,11 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
         let width = std::io::IsTerminal::is_terminal(&std::io::stdout())
             .then(|| terminal_size::terminal_size().map(|(width, _)| usize::from(width.0)))
             .flatten();
-        table(&entries, &chosen_columns(&args.columns, &entries, width))
+        let merged = paths.len() > 1;
+        table(
+            &entries,
+            &chosen_columns(&args.columns, &entries, width, merged),
+        )
     };
     crate::print(&out).map(|()| 0)
 }
@@ -303,6 +328,17 @@ fn log_path_of(config: &Path) -> Result<PathBuf, String> {
 /// The entries of the log at `path` that `args` lets through, and a
 /// message for each line that is not an entry (skipped).
 fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
+    let (numbered, skipped) = read_numbered(path, args)?;
+    let entries = numbered.into_iter().map(|(_, entry)| entry).collect();
+    Ok((entries, skipped))
+}
+
+/// A log's entries that passed the filters, each with its line number
+/// (from 1), and a message for each line skipped.
+type Numbered = (Vec<(usize, Entry)>, Vec<String>);
+
+/// As [`read_matching`], each entry with its line number.
+fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
     let file = File::open(path)
         .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
     let mut entries = Vec::new();
@@ -328,10 +364,34 @@ fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>
             .matches(&entry)
             .map_err(|error| format!("{}: time: {error}", at()))?
         {
-            entries.push(entry);
+            entries.push((number, entry));
         }
     }
     Ok((entries, skipped))
+}
+
+/// The entries of the logs at `paths` that `args` lets through, merged by
+/// time: a stable sort of the logs' entries in the order of `paths`, so
+/// that equal times keep the order of the logs, then of their lines. And a
+/// message for each line that is not an entry (skipped), log by log.
+///
+/// Times are compared as instants (`2026-03-16T11:00:00+02:00` is
+/// `09:00:00Z`), so logs written with different offsets merge right.
+fn read_merged(paths: &[PathBuf], args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
+    let mut timed = Vec::new();
+    let mut skipped = Vec::new();
+    for path in paths {
+        let (numbered, problems) = read_numbered(path, args)?;
+        skipped.extend(problems);
+        for (number, entry) in numbered {
+            let time = parse_since(&entry.time)
+                .map_err(|error| format!("{}:{number}: time: {error}", path.display()))?;
+            timed.push((time, entry));
+        }
+    }
+    // `sort_by_key` is stable: equal times stay in the order pushed.
+    timed.sort_by_key(|(time, _)| *time);
+    Ok((timed.into_iter().map(|(_, entry)| entry).collect(), skipped))
 }
 
 /// The entries as a table of `columns` (every field escaped, as all peer
@@ -351,10 +411,27 @@ fn table(entries: &[Entry], columns: &[Column]) -> String {
 }
 
 /// The columns of `gateway log`'s table: `--columns` as given (without
-/// repeats), else every column, or, when `width` (the terminal's, when
-/// stdout is one) is given, the most that fit in it, leaving out
-/// [`Column::LEFT_OUT_FIRST`] in order.
-fn chosen_columns(asked: &[Vec<Column>], entries: &[Entry], width: Option<usize>) -> Vec<Column> {
+/// repeats), else every column of [`Column::ALL`], or, when `width` (the
+/// terminal's, when stdout is one) is given, the most that fit in it,
+/// leaving out [`Column::LEFT_OUT_FIRST`] in order. For `merged` logs,
+/// [`Column::Replica`] is among them whatever was asked: after TIME (or
+/// first) unless `--columns` placed it; it is never left out.
+fn chosen_columns(
+    asked: &[Vec<Column>],
+    entries: &[Entry],
+    width: Option<usize>,
+    merged: bool,
+) -> Vec<Column> {
+    let with_replica = |mut columns: Vec<Column>| {
+        if merged && !columns.contains(&Column::Replica) {
+            let at = columns
+                .iter()
+                .position(|column| *column == Column::Time)
+                .map_or(0, |time| time + 1);
+            columns.insert(at, Column::Replica);
+        }
+        columns
+    };
     if !asked.is_empty() {
         let mut columns = Vec::new();
         for column in asked.iter().flatten() {
@@ -362,9 +439,9 @@ fn chosen_columns(asked: &[Vec<Column>], entries: &[Entry], width: Option<usize>
                 columns.push(*column);
             }
         }
-        return columns;
+        return with_replica(columns);
     }
-    let mut columns = Column::ALL.to_vec();
+    let mut columns = with_replica(Column::ALL.to_vec());
     let Some(width) = width else {
         return columns;
     };
@@ -589,7 +666,7 @@ mod tests {
             vec![Column::Tool],
         ];
         assert_eq!(
-            chosen_columns(&asked, &entries, Some(10)),
+            chosen_columns(&asked, &entries, Some(10), false),
             [Column::Tool, Column::Decision]
         );
         assert_eq!(
@@ -597,21 +674,21 @@ mod tests {
             "TOOL             DECISION\ndelete_entities  deny\n1 entry\n"
         );
         assert_eq!(
-            chosen_columns(&[Column::ALL.to_vec()], &entries, Some(10)),
+            chosen_columns(&[Column::ALL.to_vec()], &entries, Some(10), false),
             Column::ALL
         );
         // Not a terminal: every column.
         let all = widest(&Column::ALL);
-        assert_eq!(chosen_columns(&[], &entries, None), Column::ALL);
-        assert_eq!(chosen_columns(&[], &entries, Some(all)), Column::ALL);
+        assert_eq!(chosen_columns(&[], &entries, None, false), Column::ALL);
+        assert_eq!(chosen_columns(&[], &entries, Some(all), false), Column::ALL);
         // A narrower terminal: the id goes first, then the digest, ...
-        let no_id = chosen_columns(&[], &entries, Some(all - 1));
+        let no_id = chosen_columns(&[], &entries, Some(all - 1), false);
         assert!(
             !no_id.contains(&Column::Id) && no_id.contains(&Column::Args),
             "{no_id:?}"
         );
         assert!(widest(&no_id) < all);
-        let narrow = chosen_columns(&[], &entries, Some(80));
+        let narrow = chosen_columns(&[], &entries, Some(80), false);
         assert_eq!(
             narrow,
             [
@@ -685,6 +762,174 @@ mod tests {
         assert_eq!(ids, ["call-1", "call-2"]);
         assert_eq!(skipped.len(), 1, "{skipped:?}");
         assert!(skipped[0].contains(":2: "), "{skipped:?}");
+    }
+
+    /// `entries` as a log's lines.
+    fn lines(entries: &[Entry]) -> String {
+        entries
+            .iter()
+            .map(|entry| serde_json::to_string(entry).unwrap() + "\n")
+            .collect()
+    }
+
+    /// The `decided` entry of call `n` by `replica` at `time`.
+    fn by(replica: Option<&str>, n: u32, time: &str) -> Entry {
+        let mut entry = entry(n, "alice", "t", "allow", time);
+        entry.replica = replica.map(str::to_owned);
+        entry
+    }
+
+    #[test]
+    fn several_logs_merge_by_time_and_equal_times_keep_log_then_line_order() {
+        let scratch = Scratch::new("merge");
+        let (a, b) = (scratch.0.join("a.jsonl"), scratch.0.join("b.jsonl"));
+        let a_entries = [
+            by(Some("a"), 1, "2026-03-16T09:00:00.000Z"),
+            by(Some("a"), 2, "2026-03-16T09:00:02.000Z"),
+            // Equal to b's call-5: a's first, as --log a comes first.
+            by(Some("a"), 3, "2026-03-16T09:00:03.000Z"),
+            // Out of order within its own log: put in place by time.
+            by(Some("a"), 4, "2026-03-16T09:00:01.500Z"),
+        ];
+        let b_entries = [
+            // 09:00:01Z, written with an offset: compared as an instant.
+            by(Some("b"), 10, "2026-03-16T11:00:01.000+02:00"),
+            by(Some("b"), 5, "2026-03-16T09:00:03.000Z"),
+            // Equal to call-5, a line later in the same log.
+            by(Some("b"), 6, "2026-03-16T09:00:03.000Z"),
+        ];
+        std::fs::write(&a, lines(&a_entries)).unwrap();
+        std::fs::write(&b, lines(&b_entries)).unwrap();
+        let (a_text, b_text) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let ids = |first: &Path, second: &Path, filters: &[&str]| -> Vec<String> {
+            let paths = [first.to_owned(), second.to_owned()];
+            let args = log_args(&[&["--log", a_text, "--log", b_text], filters].concat());
+            let (entries, skipped) = read_merged(&paths, &args).unwrap();
+            assert!(skipped.is_empty(), "{skipped:?}");
+            entries.into_iter().map(|entry| entry.id).collect()
+        };
+        assert_eq!(
+            ids(&a, &b, &[]),
+            [
+                "call-1", "call-10", "call-4", "call-2", "call-3", "call-5", "call-6"
+            ]
+        );
+        // The other order of the logs changes only equal times.
+        assert_eq!(
+            ids(&b, &a, &[]),
+            [
+                "call-1", "call-10", "call-4", "call-2", "call-5", "call-6", "call-3"
+            ]
+        );
+        // Filters work on the merged stream.
+        assert_eq!(
+            ids(&a, &b, &["--since", "2026-03-16T09:00:02Z"]),
+            ["call-2", "call-3", "call-5", "call-6"]
+        );
+        let args = log_args(&["--log", a_text, "--log", b_text]);
+        assert_eq!(args.log, [a.clone(), b.clone()]);
+    }
+
+    #[test]
+    fn a_merged_table_shows_each_entrys_replica_and_one_log_does_not() {
+        let entries = [
+            by(Some("eu-1"), 1, "2026-03-16T09:00:00.000Z"),
+            // An entry of a log older than replica names.
+            by(None, 2, "2026-03-16T09:00:01.000Z"),
+        ];
+        let plain = |columns: &[Column]| {
+            anstream::adapter::strip_str(&table(&entries, columns)).to_string()
+        };
+        let merged = chosen_columns(&[], &entries, None, true);
+        assert_eq!(merged[..3], [Column::Time, Column::Replica, Column::Id]);
+        assert_eq!(merged.len(), Column::ALL.len() + 1);
+        let asked = [vec![Column::Time], vec![Column::Tool]];
+        let columns = chosen_columns(&asked, &entries, None, true);
+        assert_eq!(columns, [Column::Time, Column::Replica, Column::Tool]);
+        assert_eq!(
+            plain(&columns),
+            "TIME                      REPLICA  TOOL\n\
+             2026-03-16T09:00:00.000Z  eu-1     t\n\
+             2026-03-16T09:00:01.000Z  -        t\n\
+             2 entries\n"
+        );
+        // Placed by --columns, it stays there; without TIME it comes first.
+        let asked = [vec![Column::Tool], vec![Column::Replica]];
+        assert_eq!(
+            chosen_columns(&asked, &entries, None, true),
+            [Column::Tool, Column::Replica]
+        );
+        assert_eq!(
+            chosen_columns(&[vec![Column::Tool]], &entries, None, true),
+            [Column::Replica, Column::Tool]
+        );
+        // Never left out for the width.
+        let narrow = chosen_columns(&[], &entries, Some(10), true);
+        assert!(narrow.contains(&Column::Replica), "{narrow:?}");
+        // One log: only when asked for, by name (`all` is as before).
+        assert!(!chosen_columns(&[], &entries, None, false).contains(&Column::Replica));
+        let all = log_args(&["--log", "x", "--columns", "all"]);
+        assert_eq!(
+            chosen_columns(&all.columns, &entries, None, false),
+            Column::ALL
+        );
+        let named = log_args(&["--log", "x", "--columns", "replica,tool"]);
+        assert_eq!(
+            chosen_columns(&named.columns, &entries, None, false),
+            [Column::Replica, Column::Tool]
+        );
+        #[derive(Parser, Debug)]
+        struct Command {
+            #[command(flatten)]
+            args: LogArgs,
+        }
+        let error = Command::try_parse_from(["log", "--log", "x", "--columns", "replicas"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "give time, id, principal, upstream, tool, decision, phase, outcome, \
+                 attempts, hints, args, rule, replica or all"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_merge_names_the_log_it_cannot_read_and_the_file_and_line_of_a_bad_one() {
+        let scratch = Scratch::new("merge-errors");
+        let (a, b) = (scratch.0.join("a.jsonl"), scratch.0.join("b.jsonl"));
+        std::fs::write(&a, lines(&[by(Some("a"), 1, "2026-03-16T09:00:00.000Z")])).unwrap();
+        let paths = [a.clone(), b.clone()];
+        let args = log_args(&["--log", "a", "--log", "b"]);
+        let error = read_merged(&paths, &args).unwrap_err();
+        assert!(
+            error.starts_with(&format!("audit log {}: cannot read it: ", b.display())),
+            "{error}"
+        );
+        // A line that is not an entry: skipped, named by file and line.
+        let good = lines(&[by(Some("b"), 2, "2026-03-16T09:00:01.000Z")]);
+        std::fs::write(&b, format!("{good}{{\"time\": 1}}\n")).unwrap();
+        let (entries, skipped) = read_merged(&paths, &args).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(
+            skipped[0].starts_with(&format!(
+                "{}:2: not an audit log entry (skipped",
+                b.display()
+            )),
+            "{skipped:?}"
+        );
+        // A time that cannot be placed, even without --since.
+        std::fs::write(&b, format!("{good}{}", lines(&[by(Some("b"), 3, "noon")]))).unwrap();
+        let error = read_merged(&paths, &args).unwrap_err();
+        assert!(
+            error.starts_with(&format!(
+                "{}:2: time: `noon` is not an RFC 3339 time",
+                b.display()
+            )),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The gateway's config file (TOML): its types, [`load`] and [`parse`].
 //!
-//! The format is the one in the README's "Gateway" section: `[listen]`,
-//! `[admin]`, `[[client]]`, `[log]`, `[lock]`, `[policy]`, `[[upstream]]`,
-//! `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
+//! The format is the one in the README's "Gateway" section: `[gateway]`,
+//! `[listen]`, `[admin]`, `[[client]]`, `[log]`, `[lock]`, `[policy]`,
+//! `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
 //! later is checked here, at start, and each problem is named with the file,
 //! line and column and the key path (`rule[2].limit`, indices from 0, as in
 //! the audit log's rule names), so an operator fixes the file once instead
@@ -55,6 +55,13 @@ pub mod defaults {
     pub const MAX_SECS: u64 = 366 * 24 * 60 * 60;
     /// The most characters of an upstream name: 32.
     pub const MAX_UPSTREAM_NAME: usize = 32;
+    /// The most characters of a replica name (`[gateway] replica`): 32,
+    /// as of an upstream name.
+    pub const MAX_REPLICA_NAME: usize = 32;
+    /// The replica name when `[gateway] replica` is not given and the host
+    /// name gives none (it cannot be read, or has no character of a name
+    /// before its first `.`): `gateway`.
+    pub const REPLICA: &str = "gateway";
     /// The principal of the stdio client; no `[[client]]` may take it, so
     /// a rule for `local` means the local agent only.
     pub const LOCAL_PRINCIPAL: &str = "local";
@@ -66,6 +73,9 @@ pub mod defaults {
 /// The whole config file, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// `[gateway]`: this gateway among its replicas (all defaults when
+    /// absent).
+    pub gateway: GatewayConfig,
     /// `[listen]`: where the gateway serves (all defaults when absent).
     pub listen: Listen,
     /// `[admin]`: the admin endpoint's token; `None` when absent.
@@ -142,6 +152,61 @@ impl Config {
         }
         warnings
     }
+}
+
+/// `[gateway]`: which of several gateways serving one config this one is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// `replica`: this gateway's name in every audit entry it writes
+    /// (`"replica": NAME`), so that the logs of several replicas can be
+    /// read together (`mcp-hints gateway log --log A --log B`) and each
+    /// entry still says where it was decided. 1 to
+    /// [`defaults::MAX_REPLICA_NAME`] of `A-Z a-z 0-9 -`, as an upstream
+    /// name. Default: the host name's first label (before any `.`), each
+    /// other character made `-` and cut to the length, else
+    /// [`defaults::REPLICA`]; two replicas on one host need names given.
+    pub replica: String,
+}
+
+impl GatewayConfig {
+    /// The `[gateway]` of a config that does not give one: the replica
+    /// named after the host (see [`replica`](Self::replica)).
+    pub fn for_this_host() -> GatewayConfig {
+        let host = hostname::get().ok();
+        let name = host
+            .as_deref()
+            .and_then(|host| replica_of_host(&host.to_string_lossy()));
+        GatewayConfig {
+            replica: name.unwrap_or_else(|| defaults::REPLICA.to_owned()),
+        }
+    }
+}
+
+/// Whether `name` is a name of the config's rule for upstreams and
+/// replicas: 1 to `max` of `A-Z a-z 0-9 -`.
+pub(crate) fn is_name(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= max
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// The replica name of the host named `host`: its first label (a fully
+/// qualified name's first label names the machine), every character
+/// outside `A-Z a-z 0-9 -` made `-`, without `-` at either end, cut to
+/// [`defaults::MAX_REPLICA_NAME`]; `None` when nothing is left.
+pub(crate) fn replica_of_host(host: &str) -> Option<String> {
+    let label = host.split('.').next().unwrap_or_default();
+    let sanitised: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let cut: String = sanitised
+        .trim_matches('-')
+        .chars()
+        .take(defaults::MAX_REPLICA_NAME)
+        .collect();
+    let name = cut.trim_end_matches('-');
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 /// `[listen]`: the gateway's own endpoints.

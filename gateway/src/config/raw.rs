@@ -10,6 +10,13 @@ use toml::Spanned;
 use super::{DefaultAction, RateLimitFallback};
 use crate::policy::Expiry;
 
+/// `[gateway]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGateway {
+    pub(super) replica: Option<Spanned<String>>,
+}
+
 /// `[listen]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

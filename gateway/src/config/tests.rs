@@ -943,3 +943,77 @@ fn state_names_a_redis_and_its_prefix_and_refuses_what_is_not_one() {
     );
     assert!(problem(&format!("{LOG}[state]\nredis_url = \"redis://x\"\n")).contains("redis_url"));
 }
+
+#[test]
+fn the_replica_is_named_by_the_config_or_the_host() {
+    let config = read(&format!("[gateway]\nreplica = \"eu-west-2\"\n{LOG}")).unwrap();
+    assert_eq!(config.gateway.replica, "eu-west-2");
+    assert_eq!(
+        read(&format!(
+            "[gateway]\nreplica = \"{}\"\n{LOG}",
+            "a-Z9".repeat(8)
+        ))
+        .unwrap()
+        .gateway
+        .replica,
+        "a-Z9".repeat(8)
+    );
+    // Absent, in either way: the host's name.
+    let host = GatewayConfig::for_this_host();
+    assert!(
+        is_name(&host.replica, defaults::MAX_REPLICA_NAME),
+        "{host:?}"
+    );
+    assert_eq!(read(LOG).unwrap().gateway, host);
+    assert_eq!(read(&format!("[gateway]\n{LOG}")).unwrap().gateway, host);
+
+    let long = "r".repeat(33);
+    for (bad, shown) in [
+        ("a_b", "a_b".to_owned()),
+        ("", String::new()),
+        (long.as_str(), long.clone()),
+        ("web\\u001b[2J", "web\\u{1b}[2J".to_owned()),
+    ] {
+        assert_eq!(
+            problem(&format!("{LOG}\n[gateway]\nreplica = \"{bad}\"\n")),
+            format!(
+                "/etc/gw/gateway.toml:5:11: gateway.replica: `{shown}` is not a replica name: use \
+                 1 to 32 of A-Z, a-z, 0-9 and `-`"
+            )
+        );
+    }
+    assert_eq!(
+        problem(&format!("{LOG}[gateway]\nreplicas = \"a\"\n")),
+        "/etc/gw/gateway.toml:4:1: gateway.replicas: unknown key `replicas` (did you mean \
+         `replica`?); this table takes `replica`"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[gateway]\nreplica = 3\n")),
+        "/etc/gw/gateway.toml:4:11: gateway.replica: invalid type: integer `3`, expected a string"
+    );
+}
+
+#[test]
+fn a_host_name_is_cut_and_sanitised_to_a_replica_name() {
+    assert_eq!(replica_of_host("web-1").as_deref(), Some("web-1"));
+    // A fully qualified name: its first label.
+    assert_eq!(
+        replica_of_host("gw-3.eu.example.com").as_deref(),
+        Some("gw-3")
+    );
+    // Characters outside the rule become `-`, none left at either end.
+    assert_eq!(replica_of_host("_build_box_").as_deref(), Some("build-box"));
+    assert_eq!(replica_of_host("höst").as_deref(), Some("h-st"));
+    // Cut to 32 characters, without a `-` left at the cut.
+    let long = format!("{}-{}", "a".repeat(31), "b".repeat(10));
+    assert_eq!(replica_of_host(&long), Some("a".repeat(31)));
+    assert_eq!(
+        replica_of_host(&"x".repeat(40)).as_deref(),
+        Some("x".repeat(32).as_str())
+    );
+    // Nothing of a name: none (the default is then `gateway`).
+    for nothing in ["", ".", "___", ".example.com", "ü"] {
+        assert_eq!(replica_of_host(nothing), None, "{nothing:?}");
+    }
+    assert!(is_name(defaults::REPLICA, defaults::MAX_REPLICA_NAME));
+}

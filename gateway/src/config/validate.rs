@@ -15,14 +15,14 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawAssert, RawClient, RawListen, RawLock, RawLog, RawPolicy, RawRule,
-    RawState, RawUpstream,
+    RawAction, RawAdmin, RawAssert, RawClient, RawGateway, RawListen, RawLock, RawLog, RawPolicy,
+    RawRule, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
-    Admin, Assert, Client, Config, DefaultAction, Listen, LockConfig, LogConfig, PolicyConfig,
-    Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig, UpstreamConfig,
-    UpstreamTransport, defaults,
+    Admin, Assert, Client, Config, DefaultAction, GatewayConfig, Listen, LockConfig, LogConfig,
+    PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig, UpstreamConfig,
+    UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
 
@@ -52,7 +52,8 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 10] = [
+const SECTIONS: [(&str, bool); 11] = [
+    ("gateway", false),
     ("listen", false),
     ("admin", false),
     ("client", true),
@@ -108,6 +109,7 @@ impl Reader<'_> {
                 .map(|(_, value)| value)
         };
 
+        let gateway = section("gateway").map(|value| self.table::<RawGateway>("gateway", value));
         let listen = match section("listen") {
             Some(value) => self.table::<RawListen>("listen", value),
             None => Some((
@@ -140,6 +142,7 @@ impl Reader<'_> {
         let asserts = self.array::<RawAssert>("assert", section("assert"));
         let rules = self.array::<RawRule>("rule", section("rule"));
 
+        let gateway = gateway.map(|raw| raw.and_then(|(raw, _)| self.gateway(raw)));
         let listen = listen.map(|(raw, _)| self.listen(raw));
         let admin = admin.map(|raw| raw.and_then(|(raw, span)| self.admin(raw, span)));
         let clients: Vec<Option<Client>> = clients
@@ -206,6 +209,7 @@ impl Reader<'_> {
         // Every check has run: now any invalid part makes the whole None.
         let (listen, _) = listen??;
         Some(Config {
+            gateway: present(gateway)?.unwrap_or_else(GatewayConfig::for_this_host),
             listen,
             admin: present(admin)?,
             clients: clients.into_iter().collect::<Option<_>>()?,
@@ -313,6 +317,29 @@ impl Reader<'_> {
     /// A path in the config, resolved against the config file's directory.
     fn resolve(&self, path: &str) -> PathBuf {
         self.dir.join(path)
+    }
+
+    /// `[gateway]`: a `replica` given is a name of the upstreams' rule;
+    /// absent, the host's ([`GatewayConfig::for_this_host`]).
+    fn gateway(&mut self, raw: RawGateway) -> Option<GatewayConfig> {
+        let Some(replica) = raw.replica else {
+            return Some(GatewayConfig::for_this_host());
+        };
+        if !is_name(replica.get_ref(), defaults::MAX_REPLICA_NAME) {
+            self.at(
+                replica.span(),
+                "gateway.replica",
+                format!(
+                    "`{}` is not a replica name: use 1 to {} of A-Z, a-z, 0-9 and `-`",
+                    mcp_hints_core::escape::shown(replica.get_ref()),
+                    defaults::MAX_REPLICA_NAME
+                ),
+            );
+            return None;
+        }
+        Some(GatewayConfig {
+            replica: replica.into_inner(),
+        })
     }
 
     fn listen(&mut self, raw: RawListen) -> Option<(Listen, Option<Range<usize>>)> {
@@ -618,10 +645,7 @@ impl Reader<'_> {
         let path = format!("upstream[{index}]");
         let mut ok = true;
         let name = raw.name.get_ref();
-        let valid_name = !name.is_empty()
-            && name.chars().count() <= defaults::MAX_UPSTREAM_NAME
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-        if !valid_name {
+        if !is_name(name, defaults::MAX_UPSTREAM_NAME) {
             self.at(
                 raw.name.span(),
                 format!("{path}.name"),

@@ -13,10 +13,15 @@ use std::task::{Context, Poll};
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
+use rmcp::ErrorData;
+use rmcp::transport::common::server_side_http::SessionId;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 use tower::Layer;
 
 use super::Gateway;
+use crate::Error;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -119,9 +124,14 @@ const NO_TOKEN: &str = "the gateway needs `Authorization: Bearer TOKEN`, a token
 
 /// Keeps each streamable-HTTP session to the [`Principal`] that created it
 /// ([`SessionOwners`]): a request naming, in `Mcp-Session-Id`, a session of
-/// another principal, or one it does not know, is answered 404 as rmcp
-/// answers an unknown session, so that another client's token can neither
-/// use nor end a session, nor learn whose it is. The answer that creates a
+/// another principal, or one it does not know, is answered 404 with the
+/// JSON-RPC error [`Error::UnknownSession`] ([`session_not_known`]), the
+/// same answer either way, so that another client's token can neither use
+/// nor end a session, nor learn whose it is. A session bound to the
+/// principal that rmcp no longer has (it ended, or idled out) gets that
+/// answer too, and is unbound, so every session this process does not
+/// serve is answered alike: the session id of another replica, most of
+/// all, is never taken for a new session. The answer that creates a
 /// session binds it to its principal; a successful DELETE unbinds it.
 ///
 /// It reads the principal [`BearerAuthLayer`] put in the request's
@@ -130,13 +140,16 @@ const NO_TOKEN: &str = "the gateway needs `Authorization: Bearer TOKEN`, a token
 #[derive(Clone)]
 pub(super) struct SessionOwnershipLayer {
     owners: Arc<SessionOwners>,
+    sessions: Arc<LocalSessionManager>,
 }
 
 impl SessionOwnershipLayer {
-    /// No session bound yet.
-    pub(super) fn new() -> SessionOwnershipLayer {
+    /// No session bound yet; `sessions` is the session manager of the rmcp
+    /// service behind, asked whether a bound session still lives.
+    pub(super) fn new(sessions: Arc<LocalSessionManager>) -> SessionOwnershipLayer {
         SessionOwnershipLayer {
             owners: Arc::new(SessionOwners::default()),
+            sessions,
         }
     }
 }
@@ -147,6 +160,7 @@ impl<S> Layer<S> for SessionOwnershipLayer {
     fn layer(&self, inner: S) -> SessionOwnership<S> {
         SessionOwnership {
             owners: self.owners.clone(),
+            sessions: self.sessions.clone(),
             inner,
         }
     }
@@ -156,6 +170,7 @@ impl<S> Layer<S> for SessionOwnershipLayer {
 #[derive(Clone)]
 pub(super) struct SessionOwnership<S> {
     owners: Arc<SessionOwners>,
+    sessions: Arc<LocalSessionManager>,
     inner: S,
 }
 
@@ -169,6 +184,8 @@ where
     S::Error: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
+    // The request waits in the future while the session is looked up.
+    B: Send + 'static,
 {
     type Response = Response;
     type Error = S::Error;
@@ -188,14 +205,32 @@ where
             None => None,
             Some(id) => match id.to_str() {
                 Ok(id) if self.owners.owned_by(id, &principal) => Some(id.to_owned()),
-                _ => return Box::pin(std::future::ready(Ok(session_not_found()))),
+                Ok(id) => return Box::pin(std::future::ready(Ok(session_not_known(id)))),
+                Err(_) => {
+                    let id = String::from_utf8_lossy(id.as_bytes());
+                    return Box::pin(std::future::ready(Ok(session_not_known(&id))));
+                }
             },
         };
         let ends_session = request.method() == http::Method::DELETE;
-        let answer = self.inner.call(request);
+        // The inner service that was polled ready goes into the future; a
+        // clone stays for the next request (tower's `Service` contract).
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
         let owners = self.owners.clone();
+        let sessions = self.sessions.clone();
         Box::pin(async move {
-            let response = answer.await?;
+            if let Some(id) = &session {
+                // Bound here, but ended since (idled out, or all ended):
+                // answered as any session this process does not serve. A
+                // manager that cannot say leaves the answer to rmcp.
+                let live = sessions.has_session(&SessionId::from(id.as_str())).await;
+                if matches!(live, Ok(false)) {
+                    owners.unbind(id);
+                    return Ok(session_not_known(id));
+                }
+            }
+            let response = inner.call(request).await?;
             match (&session, response.headers().get(SESSION_ID_HEADER)) {
                 // The answer that creates a session names it: its owner is
                 // the principal that asked.
@@ -322,12 +357,19 @@ impl SessionOwners {
     }
 }
 
-/// rmcp's answer to a request naming a session it does not know.
-fn session_not_found() -> Response {
-    let mut response = (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+/// The answer to a request naming, in `Mcp-Session-Id`, the session `id`
+/// that this process does not serve (or that another principal owns):
+/// 404, as the streamable HTTP transport has a server answer a session it
+/// does not know, so that the client starts a new one; its body the
+/// JSON-RPC error [`Error::UnknownSession`] with no id (the request's body
+/// is not read for it), `application/json`.
+pub(super) fn session_not_known(id: &str) -> Response {
+    let error = ErrorData::from(Error::UnknownSession { id: id.to_owned() });
+    let body = json!({ "jsonrpc": "2.0", "id": null, "error": error }).to_string();
+    let mut response = (StatusCode::NOT_FOUND, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
+        HeaderValue::from_static("application/json"),
     );
     response
 }
@@ -374,6 +416,148 @@ mod tests {
         assert_eq!(bearer(&headers), None);
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
         assert_eq!(bearer(&headers), None);
+    }
+
+    /// What the ownership layer lets through: answered 200, with a new
+    /// session's id when `opens` names one; every request counted.
+    #[derive(Clone)]
+    struct Behind {
+        opens: Option<&'static str>,
+        calls: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl tower_service::Service<http::Request<axum::body::Body>> for Behind {
+        type Response = http::Response<axum::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<axum::body::Body>) -> Self::Future {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut response = http::Response::new(axum::body::Body::empty());
+            if let Some(id) = self.opens {
+                response
+                    .headers_mut()
+                    .insert(SESSION_ID_HEADER, HeaderValue::from_static(id));
+            }
+            std::future::ready(Ok(response))
+        }
+    }
+
+    /// `principal`'s request naming `session` (raw header bytes), if any.
+    fn request(principal: &str, session: Option<&[u8]>) -> http::Request<axum::body::Body> {
+        let mut request = http::Request::new(axum::body::Body::empty());
+        request
+            .extensions_mut()
+            .insert(Principal(Arc::from(principal)));
+        if let Some(id) = session {
+            let value = HeaderValue::from_bytes(id).unwrap();
+            request.headers_mut().insert(SESSION_ID_HEADER, value);
+        }
+        request
+    }
+
+    /// The status, `Content-Type` and body of `response`.
+    async fn parts(response: Response) -> (StatusCode, String, serde_json::Value) {
+        let status = response.status();
+        let kind = response.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (
+            status,
+            kind,
+            serde_json::from_slice(&body).unwrap_or_default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_session_not_served_here_is_a_json_rpc_404_alike_for_every_reason() {
+        let sessions = Arc::new(LocalSessionManager::default());
+        let layer = SessionOwnershipLayer::new(sessions.clone());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let behind = Behind {
+            opens: None,
+            calls: calls.clone(),
+        };
+        let mut service = layer.layer(behind);
+        let call = |service: &mut SessionOwnership<Behind>, principal, session| {
+            tower_service::Service::call(service, request(principal, session))
+        };
+        let expected = |shown: &str| {
+            json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {
+                    "code": -32001,
+                    "message": format!(
+                        "session `{shown}` is not known here: it ended, or another replica of \
+                         the gateway opened it (a load balancer must send every request of a \
+                         session to the replica that opened it); send `initialize` without \
+                         `Mcp-Session-Id` to start a new session"
+                    ),
+                },
+            })
+        };
+        let not_known = |shown: &str| {
+            (
+                StatusCode::NOT_FOUND,
+                "application/json".to_owned(),
+                expected(shown),
+            )
+        };
+
+        // Never opened here (another replica's), and not text (read lossily,
+        // shown escaped: a right-to-left override).
+        let answer = call(&mut service, "alice", Some(b"from-replica-b"));
+        assert_eq!(
+            parts(answer.await.unwrap()).await,
+            not_known("from-replica-b")
+        );
+        let answer = call(&mut service, "alice", Some(b"s-\xe2\x80\xae\xff"));
+        assert_eq!(
+            parts(answer.await.unwrap()).await,
+            not_known("s-\\u{202e}\u{fffd}")
+        );
+
+        // Live and bob's: alice gets what she gets for none; bob goes on.
+        let (live, _transport) = sessions.create_session().await.unwrap();
+        layer.owners.bind(&live, &Arc::from("bob"));
+        let answer = call(&mut service, "alice", Some(live.as_bytes()));
+        assert_eq!(parts(answer.await.unwrap()).await, not_known(&live));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let answer = call(&mut service, "bob", Some(live.as_bytes()));
+        assert_eq!(answer.await.unwrap().status(), StatusCode::OK);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        // Bound to alice, but ended in rmcp since: answered alike, and
+        // forgotten.
+        layer.owners.bind("ended", &Arc::from("alice"));
+        let answer = call(&mut service, "alice", Some(b"ended"));
+        assert_eq!(parts(answer.await.unwrap()).await, not_known("ended"));
+        assert!(!layer.owners.owned_by("ended", "alice"));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn the_answer_that_opens_a_session_binds_it_to_its_principal() {
+        let sessions = Arc::new(LocalSessionManager::default());
+        let layer = SessionOwnershipLayer::new(sessions);
+        let behind = Behind {
+            opens: Some("opened-1"),
+            calls: Arc::default(),
+        };
+        let mut service = layer.layer(behind);
+        let answer = tower_service::Service::call(&mut service, request("carol", None));
+        assert_eq!(answer.await.unwrap().status(), StatusCode::OK);
+        assert!(layer.owners.owned_by("opened-1", "carol"));
+        assert!(!layer.owners.owned_by("opened-1", "dave"));
     }
 
     #[test]

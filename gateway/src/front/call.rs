@@ -44,6 +44,8 @@ fn end(result: CallToolResult) -> Box<Answer> {
 
 /// What every audit entry of one call shares.
 struct CallRecord {
+    /// The replica deciding it, `[gateway] replica`.
+    replica: String,
     id: String,
     principal: String,
     upstream: String,
@@ -64,6 +66,7 @@ impl CallRecord {
     ) -> Entry {
         Entry {
             time: log::now(),
+            replica: Some(self.replica.clone()),
             id: self.id.clone(),
             principal: self.principal.clone(),
             upstream: self.upstream.clone(),
@@ -259,6 +262,7 @@ impl Front {
         arguments: &JsonObject,
     ) -> CallRecord {
         CallRecord {
+            replica: self.gateway.config.gateway.replica.clone(),
             id: uuid::Uuid::new_v4().to_string(),
             principal: principal.to_owned(),
             upstream: upstream.to_owned(),
@@ -1015,6 +1019,7 @@ mod tests {
         let path = dir.join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
         let record = CallRecord {
+            replica: "gw-1".to_owned(),
             id: "c-1".to_owned(),
             principal: "alice".to_owned(),
             upstream: "fx".to_owned(),
@@ -1086,5 +1091,10 @@ mod tests {
             ]
         );
         assert!(entries.iter().all(|entry| entry.id == "c-1"));
+        assert!(
+            entries
+                .iter()
+                .all(|entry| entry.replica.as_deref() == Some("gw-1"))
+        );
     }
 }

@@ -96,13 +96,13 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
     let sessions = Arc::new(LocalSessionManager::default());
     let guard = guard.sessions(sessions.clone());
     let front = Front::http(gateway.clone());
-    let service = StreamableHttpService::new(move || Ok(front.clone()), sessions, config);
+    let service = StreamableHttpService::new(move || Ok(front.clone()), sessions.clone(), config);
     // The token first: a request without one learns nothing from the
     // guard's answers (which session ids are live, what a body lacks);
     // then the session's owner, before the guard tells a live session
     // from an unknown one.
     let guarded = guard.service(service);
-    let owned = SessionOwnershipLayer::new().layer(guarded);
+    let owned = SessionOwnershipLayer::new(sessions).layer(guarded);
     let authenticated = BearerAuthLayer::new(gateway).layer(owned);
     Ok(axum::Router::new().nest_service("/mcp", authenticated))
 }
