@@ -13,13 +13,37 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mcp_hints_gateway::front::Gateway;
+use mcp_hints_gateway::front::{Gateway, GatewayBuilder};
 use serde_json::Value;
 use support::redis::RedisServer;
-use support::{BOUND, Echo, Served, call, client, log_lines, scratch_dir, serve_gateway, text};
+use support::{
+    BOUND, Echo, Served, call, client, log_lines, scratch_dir, serve_gateway_built, text,
+};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "replicas-test-token";
+const ADMIN_TOKEN: &str = "replicas-test-admin-token";
+
+/// `GET /readyz` of an admin endpoint of `gateway` on a free loopback
+/// port: its status and body.
+async fn readiness(gateway: &Arc<Gateway>) -> (u16, Value) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let served = mcp_hints_gateway::front::serve_admin(gateway.clone(), address)
+        .await
+        .unwrap();
+    let answer = reqwest::get(format!("http://{address}/readyz"))
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let body = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    served.abort();
+    (status, body)
+}
 
 /// Two replicas of one config (`rules`, and `extra` tables) on the Redis
 /// at `redis`, in front of one upstream; their logs are `a.jsonl` and
@@ -55,6 +79,9 @@ impl Replicas {
 principal = "alice"
 token = "{TOKEN}"
 
+[admin]
+token = "{ADMIN_TOKEN}"
+
 [log]
 path = {log:?}
 
@@ -72,8 +99,9 @@ trusted = true
 "#
             )
         };
-        let a = serve_gateway(&dir, "a", &config("a"), &stop).await;
-        let b = serve_gateway(&dir, "b", &config("b"), &stop).await;
+        let metered = |builder: GatewayBuilder| builder.metrics(true);
+        let a = serve_gateway_built(&dir, "a", &config("a"), &stop, metered).await;
+        let b = serve_gateway_built(&dir, "b", &config("b"), &stop, metered).await;
         Replicas {
             a,
             b,
@@ -329,6 +357,18 @@ window_secs = 60
     let limited = decided(&replicas.log("a"), "rate_limited", 1).await;
     let degraded = limited[0]["degraded"].as_str().unwrap();
     assert!(degraded.contains("rate limits fail closed"), "{degraded}");
+    // Not ready while Redis is down, and each failure counted.
+    let (status, body) = readiness(&replicas.a.gateway).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["unready"][0]["kind"], "state", "{body}");
+    assert_eq!(body["unready"][0]["name"], "redis", "{body}");
+    let metrics = replicas.a.gateway.render_metrics().unwrap();
+    assert!(
+        metrics.lines().any(
+            |line| line.starts_with(r#"mcp_hints_gateway_state_errors_total{backend="redis"}"#)
+        ),
+        "{metrics}"
+    );
     let denied = decided(&replicas.log("a"), "denied", 1).await;
     let degraded = denied[0]["degraded"].as_str().unwrap();
     assert!(degraded.contains("approvals fail closed"), "{degraded}");
@@ -349,6 +389,8 @@ window_secs = 60
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let (status, body) = readiness(&replicas.a.gateway).await;
+    assert_eq!(status, 200, "{body}");
     let waiting = tokio::spawn(async move {
         let result = call(&at_a, "up__note", "back").await;
         (at_a, result)

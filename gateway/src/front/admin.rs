@@ -31,7 +31,7 @@ use crate::approval::{ApprovalError, DecideRequest};
 /// | `POST /approve/{id}`, `POST /deny/{id}` | admin | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; the body is `{"by": NAME}` or empty (by `admin`) |
 /// | `GET /metrics` | admin | 200, the metrics in Prometheus' text format (0.0.4), as the crate documentation's "Metrics" lists them; 404 unless the gateway was started with [`GatewayBuilder::metrics`](super::GatewayBuilder::metrics) |
 /// | `GET /healthz` | none | 200 `ok` while the process serves (liveness) |
-/// | `GET /readyz` | none | 200 `{"ready": true}` when every upstream is reachable; else 503 `{"ready": false, "unready": [{"kind": "upstream", "name": NAME, "reason": WHY}, ...]}`, each name and reason escaped (readiness: a replica to take out of rotation) |
+/// | `GET /readyz` | none | 200 `{"ready": true}` when every upstream is reachable and a shared state (`[state] redis`) answers; else 503 `{"ready": false, "unready": [{"kind": "upstream", "name": NAME, "reason": WHY}, ...]}` (kind `state`, name `redis`, for the shared state), each name and reason escaped (readiness: a replica to take out of rotation) |
 ///
 /// A route that needs the admin token answers 401 without
 /// `Authorization: Bearer` with it; `/healthz` and `/readyz` need none (a
