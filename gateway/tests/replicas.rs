@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mcp_hints_gateway::front::{Gateway, GatewayBuilder};
+use rmcp::RoleClient;
+use rmcp::model::CallToolResult;
+use rmcp::service::RunningService;
 use serde_json::Value;
 use support::redis::RedisServer;
 use support::{
@@ -143,6 +146,34 @@ async fn parked_id(gateway: &Gateway) -> String {
     }
 }
 
+/// Calls `tool` with `text` through `client` in a task of its own, waits
+/// until `decider` lists the call as parked (from the shared state), then
+/// approves it there (`approve`) or denies it, as by `by`; returns the
+/// client, the call's result and its id.
+async fn parked_then_decided(
+    client: RunningService<RoleClient, ()>,
+    tool: &'static str,
+    text: &'static str,
+    decider: &Gateway,
+    approve: bool,
+    by: &str,
+) -> (RunningService<RoleClient, ()>, CallToolResult, String) {
+    let waiting = tokio::spawn(async move {
+        let result = call(&client, tool, text).await;
+        (client, result)
+    });
+    let id = parked_id(decider).await;
+    let approvals = decider.approvals();
+    let decided = if approve {
+        approvals.approve(&id, by).await
+    } else {
+        approvals.deny(&id, by).await
+    };
+    decided.unwrap();
+    let (client, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    (client, result, id)
+}
+
 /// The `decided` entries of `log` with `decision`, once there are `count`.
 async fn decided(log: &Path, decision: &str, count: usize) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + BOUND;
@@ -219,19 +250,15 @@ timeout_secs = 60
     let at_b = client(replicas.b.address, TOKEN).await;
 
     // Parked at B, listed and approved at A.
-    let waiting = tokio::spawn(async move {
-        let result = call(&at_b, "up__note", "first").await;
-        (at_b, result)
-    });
-    let id = parked_id(&replicas.a.gateway).await;
-    replicas
-        .a
-        .gateway
-        .approvals()
-        .approve(&id, "carol")
-        .await
-        .unwrap();
-    let (at_b, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    let (at_b, result, id) = parked_then_decided(
+        at_b,
+        "up__note",
+        "first",
+        &replicas.a.gateway,
+        true,
+        "carol",
+    )
+    .await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(text(&result), "noted: first");
     assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
@@ -249,19 +276,15 @@ timeout_secs = 60
 
     // Parked at A, denied at B.
     let at_a = client(replicas.a.address, TOKEN).await;
-    let waiting = tokio::spawn(async move {
-        let result = call(&at_a, "up__note", "second").await;
-        (at_a, result)
-    });
-    let id = parked_id(&replicas.b.gateway).await;
-    replicas
-        .b
-        .gateway
-        .approvals()
-        .deny(&id, "erin")
-        .await
-        .unwrap();
-    let (at_a, refused) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    let (at_a, refused, _) = parked_then_decided(
+        at_a,
+        "up__note",
+        "second",
+        &replicas.b.gateway,
+        false,
+        "erin",
+    )
+    .await;
     assert_eq!(refused.is_error, Some(true), "{refused:?}");
     assert!(
         text(&refused).contains("was denied by erin"),
@@ -285,19 +308,15 @@ async fn a_drifted_tool_approved_at_one_replica_is_callable_at_the_other() {
     let rules = format!("[lock]\npath = {lock:?}\ndeny_drift = true\n");
     let replicas = Replicas::start("drift", &redis.url(), &rules).await;
     let at_a = client(replicas.a.address, TOKEN).await;
-    let waiting = tokio::spawn(async move {
-        let result = call(&at_a, "up__echo", "drifted").await;
-        (at_a, result)
-    });
-    let id = parked_id(&replicas.b.gateway).await;
-    replicas
-        .b
-        .gateway
-        .approvals()
-        .approve(&id, "carol")
-        .await
-        .unwrap();
-    let (at_a, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    let (at_a, result, _) = parked_then_decided(
+        at_a,
+        "up__echo",
+        "drifted",
+        &replicas.b.gateway,
+        true,
+        "carol",
+    )
+    .await;
     assert_eq!(text(&result), "drifted", "{result:?}");
 
     // At B the approved definition is known: the call goes straight on.
@@ -391,19 +410,8 @@ window_secs = 60
     }
     let (status, body) = readiness(&replicas.a.gateway).await;
     assert_eq!(status, 200, "{body}");
-    let waiting = tokio::spawn(async move {
-        let result = call(&at_a, "up__note", "back").await;
-        (at_a, result)
-    });
-    let id = parked_id(&replicas.b.gateway).await;
-    replicas
-        .b
-        .gateway
-        .approvals()
-        .approve(&id, "carol")
-        .await
-        .unwrap();
-    let (at_a, result) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
+    let (at_a, result, _) =
+        parked_then_decided(at_a, "up__note", "back", &replicas.b.gateway, true, "carol").await;
     assert_eq!(text(&result), "noted: back", "{result:?}");
     at_a.cancel().await.unwrap();
     replicas.stop().await;
