@@ -30,12 +30,34 @@ pub struct InProcess {
     /// config (plus `local`).
     windows: Mutex<HashMap<(String, String), VecDeque<Instant>>>,
     parked: Mutex<HashMap<String, Parked>>,
-    /// Resolutions by id, with when they were made, pruned past
-    /// [`RESOLVED_RETENTION`] as new ones come.
-    resolutions: Mutex<HashMap<String, (Instant, Resolution)>>,
+    /// Resolutions by id, pruned past [`RESOLVED_RETENTION`] as new ones
+    /// come.
+    resolutions: Mutex<Resolutions>,
     resolved: broadcast::Sender<String>,
     /// The drift lock (`[lock]` with `deny_drift`), when there is one.
     drift: Option<tokio::sync::Mutex<DriftLock>>,
+}
+
+/// The kept resolutions, and their ids oldest first: pruning takes from
+/// the front, so a resolve costs the same however many are kept.
+#[derive(Debug, Default)]
+struct Resolutions {
+    by_id: HashMap<String, Resolution>,
+    by_age: VecDeque<(Instant, String)>,
+}
+
+impl Resolutions {
+    fn keep(&mut self, id: &str, resolution: Resolution, now: Instant) {
+        while let Some((at, _)) = self.by_age.front()
+            && now.saturating_duration_since(*at) >= RESOLVED_RETENTION
+        {
+            if let Some((_, old)) = self.by_age.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+        self.by_id.insert(id.to_owned(), resolution);
+        self.by_age.push_back((now, id.to_owned()));
+    }
 }
 
 /// Locks `mutex`, using it though poisoned: each map is consistent between
@@ -51,7 +73,7 @@ impl InProcess {
         InProcess {
             windows: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
-            resolutions: Mutex::new(HashMap::new()),
+            resolutions: Mutex::default(),
             resolved: broadcast::channel(64).0,
             drift: drift.map(tokio::sync::Mutex::new),
         }
@@ -119,20 +141,14 @@ impl SharedState for InProcess {
         if held(&self.parked).remove(id).is_none() {
             return Ok(false);
         }
-        let now = Instant::now();
-        let mut resolutions = held(&self.resolutions);
-        resolutions.retain(|_, (at, _)| now.saturating_duration_since(*at) < RESOLVED_RETENTION);
-        resolutions.insert(id.to_owned(), (now, resolution.clone()));
-        drop(resolutions);
+        held(&self.resolutions).keep(id, resolution.clone(), Instant::now());
         // Nobody listening is fine: the waiting call polls.
         let _ = self.resolved.send(id.to_owned());
         Ok(true)
     }
 
     async fn resolution(&self, id: &str) -> Result<Option<Resolution>, StateError> {
-        Ok(held(&self.resolutions)
-            .get(id)
-            .map(|(_, resolution)| resolution.clone()))
+        Ok(held(&self.resolutions).by_id.get(id).cloned())
     }
 
     async fn pending(&self) -> Result<Vec<Parked>, StateError> {
@@ -166,5 +182,23 @@ impl SharedState for InProcess {
 
     async fn ready(&self) -> Result<(), StateError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolutions_are_kept_for_their_retention_then_pruned_oldest_first() {
+        let start = Instant::now();
+        let mut kept = Resolutions::default();
+        kept.keep("a", Resolution::Abandoned, start);
+        kept.keep("b", Resolution::Abandoned, start + Duration::from_secs(10));
+        assert_eq!(kept.by_id.len(), 2);
+        kept.keep("c", Resolution::Abandoned, start + RESOLVED_RETENTION);
+        assert!(!kept.by_id.contains_key("a"));
+        assert!(kept.by_id.contains_key("b") && kept.by_id.contains_key("c"));
+        assert_eq!(kept.by_age.len(), 2);
     }
 }
