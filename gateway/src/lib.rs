@@ -95,6 +95,7 @@
 //! [`front::served_tools`].
 
 pub mod approval;
+mod budget;
 pub mod config;
 mod error;
 pub mod front;

@@ -40,13 +40,11 @@
 //! # Retry budget
 //!
 //! The replay-safe client resends only replay-safe calls, and only while a
-//! retry budget allows. The gateway gives each upstream a
-//! [`PrincipalBudget`]: one tower `TpsBudget` per principal, so that one
-//! client's lost responses cannot spend another's resends. The principal
-//! of the call in progress reaches the budget through a task-local
-//! ([`with_principal`]).
+//! retry budget allows. The gateway gives each upstream its
+//! [`RetryBudgets`]: one per principal, shared by every replica of the
+//! gateway's state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::error::Error as StdError;
 use std::path::Path;
 use std::process::Stdio;
@@ -54,7 +52,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use mcp_hints::client::{ReplaySafeClient, defaults as client_defaults};
+use mcp_hints::client::ReplaySafeClient;
 use mcp_hints::collect::ToolList;
 use mcp_hints::policy::Trust;
 use mcp_hints_core::escape;
@@ -66,12 +64,13 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transpor
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
-use tower::retry::budget::{Budget, TpsBudget};
 
 use super::Error;
+use super::budget::RetryBudgets;
 use super::config::{Assert, Config, UpstreamConfig, UpstreamTransport};
 use super::defaults;
 use super::policy::effective_hints;
+use super::state::SharedState;
 
 /// The `_meta` key of a listed tool whose upstream is unavailable: the
 /// reason, in words.
@@ -81,57 +80,6 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The reason of every upstream once the gateway is stopping.
 const STOPPING: &str = "the gateway is stopping";
-
-tokio::task_local! {
-    /// The principal of the call being forwarded, for [`PrincipalBudget`].
-    static PRINCIPAL: Arc<str>;
-}
-
-/// Runs `call` with `principal` as the principal its resends are charged
-/// to.
-pub(crate) async fn with_principal<F: Future>(principal: &str, call: F) -> F::Output {
-    PRINCIPAL.scope(Arc::from(principal), call).await
-}
-
-/// A retry budget per principal: each principal's calls deposit into, and
-/// its resends withdraw from, a `TpsBudget` of its own (the replay-safe
-/// client's defaults: a 10-second window, 1 resend a second, 20 % of the
-/// calls). Calls made outside [`with_principal`] share one budget.
-#[derive(Clone, Default)]
-pub(crate) struct PrincipalBudget {
-    budgets: Arc<Mutex<HashMap<Arc<str>, Arc<TpsBudget>>>>,
-}
-
-impl PrincipalBudget {
-    fn current(&self) -> Arc<TpsBudget> {
-        let principal = PRINCIPAL
-            .try_with(Arc::clone)
-            .unwrap_or_else(|_| Arc::from(""));
-        // The principals are the config's clients and "local": the map
-        // stays small.
-        let mut budgets = self.budgets.lock().unwrap_or_else(PoisonError::into_inner);
-        budgets
-            .entry(principal)
-            .or_insert_with(|| {
-                Arc::new(TpsBudget::new(
-                    client_defaults::BUDGET_WINDOW,
-                    client_defaults::BUDGET_MIN_PER_SECOND,
-                    client_defaults::BUDGET_RATIO,
-                ))
-            })
-            .clone()
-    }
-}
-
-impl Budget for PrincipalBudget {
-    fn deposit(&self) {
-        self.current().deposit();
-    }
-
-    fn withdraw(&self) -> bool {
-        self.current().withdraw()
-    }
-}
 
 /// One upstream: its config, its client while it is reachable, and its
 /// last known tools.
@@ -148,6 +96,8 @@ pub(crate) struct Upstream {
     groups: ProcessGroups,
     /// How many restarts of its connection were said as an event.
     restarts_said: std::sync::atomic::AtomicU64,
+    /// What its resends draw on, across reconnections.
+    budgets: RetryBudgets,
 }
 
 #[derive(Clone)]
@@ -276,6 +226,7 @@ impl Upstream {
             self.secrets.clone(),
             self.asserts.clone(),
             self.groups.clone(),
+            self.budgets.clone(),
         );
         match connecting.await {
             Ok((client, tools)) => {
@@ -354,11 +305,13 @@ impl Upstream {
 /// returned unavailable, with the reason, and said as an event; the others
 /// serve. `changed` receives an upstream's name each time it sends
 /// `notifications/tools/list_changed`; the stdio upstreams' process groups,
-/// now and whenever one is started again, are recorded in `groups`.
+/// now and whenever one is started again, are recorded in `groups`. Their
+/// resends draw on retry budgets kept in `state`.
 pub(crate) async fn connect_all(
     config: &Config,
     changed: mpsc::UnboundedSender<String>,
     groups: &ProcessGroups,
+    state: &Arc<dyn SharedState>,
 ) -> Vec<Arc<Upstream>> {
     let secrets = secret_env_vars(config);
     let asserts = Arc::new(config.asserts.clone());
@@ -369,14 +322,27 @@ pub(crate) async fn connect_all(
         let secrets = secrets.clone();
         let asserts = asserts.clone();
         let groups = groups.clone();
+        let budgets = RetryBudgets::new(
+            &upstream.name,
+            state.clone(),
+            config.state.rate_limit_fallback,
+        );
         connecting.spawn(async move {
-            let connected = connect(&upstream, changed, secrets, asserts, groups).await;
-            (index, upstream.name, connected)
+            let connected = connect(
+                &upstream,
+                changed,
+                secrets,
+                asserts,
+                groups,
+                budgets.clone(),
+            )
+            .await;
+            (index, upstream.name, connected, budgets)
         });
     }
     let mut upstreams: Vec<Option<Arc<Upstream>>> = vec![None; config.upstreams.len()];
     while let Some(joined) = connecting.join_next().await {
-        let Ok((index, name, connected)) = joined else {
+        let Ok((index, name, connected, budgets)) = joined else {
             continue;
         };
         let state = match connected {
@@ -415,6 +381,7 @@ pub(crate) async fn connect_all(
             asserts: asserts.clone(),
             groups: groups.clone(),
             restarts_said: std::sync::atomic::AtomicU64::new(0),
+            budgets,
         }));
     }
     // A task that panicked leaves its upstream out (none is expected to).
@@ -481,6 +448,7 @@ async fn connect(
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
+    budgets: RetryBudgets,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
     let timeout = upstream.call_timeout;
     // Whether a handshake was answered: which step a timeout of the whole
@@ -492,6 +460,7 @@ async fn connect(
         secrets,
         asserts,
         groups,
+        budgets,
         initialized.clone(),
     );
     match tokio::time::timeout(timeout, connecting).await {
@@ -528,6 +497,7 @@ async fn connect_unbounded(
     secrets: Arc<Vec<String>>,
     asserts: Arc<Vec<Assert>>,
     groups: ProcessGroups,
+    budgets: RetryBudgets,
     initialized: Arc<AtomicBool>,
 ) -> Result<(ReplaySafeClient, Vec<Tool>), Error> {
     let unreachable = |reason: String| Error::Upstream {
@@ -547,7 +517,7 @@ async fn connect_unbounded(
             Trust::Untrusted
         })
         .call_timeout(timeout)
-        .retry_budget(PrincipalBudget::default())
+        .retry_budget(budgets)
         // The definitions served are the ones this listing collects.
         .keep_definitions(true)
         .hints(move |tool| effective_hints(&asserts, &upstream_name, &tool.name, &tool.hints).0);
@@ -1015,15 +985,6 @@ async fn skip_line(reader: &mut (impl AsyncBufReadExt + Unpin)) -> std::io::Resu
 mod tests {
     use super::*;
 
-    /// Withdraws from `budget` as `principal` until it refuses, at most
-    /// `bound` times: how many resends it allowed.
-    async fn spend(budget: &PrincipalBudget, principal: &str, bound: usize) -> usize {
-        with_principal(principal, async {
-            (0..bound).take_while(|_| budget.withdraw()).count()
-        })
-        .await
-    }
-
     #[test]
     fn a_stopped_group_is_killed_and_forgotten() {
         use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -1153,7 +1114,8 @@ mod tests {
         let config = crate::config::parse(&text, Path::new("gateway.toml")).unwrap();
         let (changed, _) = mpsc::unbounded_channel();
         let groups = ProcessGroups::new();
-        let upstreams = connect_all(&config, changed, &groups).await;
+        let state: Arc<dyn SharedState> = Arc::new(crate::state::InProcess::new(None));
+        let upstreams = connect_all(&config, changed, &groups, &state).await;
         let upstream = &upstreams[0];
         assert_eq!(upstream.unavailable(), None);
         agree(upstream, &shifting, 1).await;
@@ -1179,24 +1141,5 @@ mod tests {
         let read_only = |hints: mcp_hints::ToolHints| hints.get(mcp_hints::Hint::ReadOnly).value;
         assert_eq!(read_only(mcp_hints::ToolHints::of(&served[0])), n % 2 == 1);
         assert_eq!(read_only(listed.tools[0].hints), n % 2 == 1);
-    }
-
-    #[tokio::test]
-    async fn one_principals_resends_cannot_spend_anothers_budget() {
-        let budget = PrincipalBudget::default();
-        let alice = spend(&budget, "alice", 1_000).await;
-        // TpsBudget's reserve: 1 resend a second over a 10-second window.
-        assert!((1..1_000).contains(&alice), "alice got {alice}");
-        assert_eq!(spend(&budget, "alice", 1_000).await, 0, "alice's is spent");
-        assert_eq!(spend(&budget, "bob", 1_000).await, alice, "bob's is whole");
-        // Calls deposit into their principal's budget only: 20 % of them.
-        with_principal("alice", async {
-            for _ in 0..50 {
-                budget.deposit();
-            }
-        })
-        .await;
-        assert_eq!(spend(&budget, "alice", 1_000).await, 10);
-        assert_eq!(spend(&budget, "bob", 1_000).await, 0);
     }
 }

@@ -2,14 +2,15 @@
 //! `redis-server`, as two replicas see it (two `RedisState`s on one Redis
 //! and prefix): windows timed by Redis's clock, counting that stays within
 //! its limit under concurrent calls from both, a parked call resolved
-//! once, and the errors of a Redis that is not there.
+//! once, retry budgets summed over both, and the errors of a Redis that is
+//! not there.
 
 mod support;
 
 use std::time::{Duration, SystemTime};
 
 use mcp_hints_gateway::approval::{Parked, Resolution};
-use mcp_hints_gateway::state::{Counted, RedisState, SharedState, Window};
+use mcp_hints_gateway::state::{BudgetUse, Counted, RedisState, SharedState, Window};
 use serde_json::Map;
 use support::redis::{RedisServer, dead_url};
 
@@ -202,4 +203,66 @@ async fn drift_approvals_made_at_once_at_two_replicas_are_all_kept() {
         }
     }
     assert_eq!(replicas[0].approved_tool("up__never").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_retry_budget_is_summed_over_both_replicas_and_its_window() {
+    let redis = RedisServer::start();
+    let a = RedisState::open(&redis.url(), "budget", None).unwrap();
+    let b = RedisState::open(&redis.url(), "budget", None).unwrap();
+    let used = |deposits, withdrawals| BudgetUse {
+        deposits,
+        withdrawals,
+    };
+    let window = Duration::from_secs(10);
+    assert_eq!(
+        a.retry_budget("up:alice", used(5, 1), window)
+            .await
+            .unwrap(),
+        used(5, 1)
+    );
+    assert_eq!(
+        b.retry_budget("up:alice", used(2, 2), window)
+            .await
+            .unwrap(),
+        used(7, 3)
+    );
+    // Another principal's, and another upstream's, are apart.
+    assert_eq!(
+        b.retry_budget("up:bob", used(0, 0), window).await.unwrap(),
+        used(0, 0)
+    );
+    assert_eq!(
+        a.retry_budget("other:alice", used(1, 0), window)
+            .await
+            .unwrap(),
+        used(1, 0)
+    );
+    // A one-second window: the use leaves it within two seconds of Redis's
+    // clock (the second it was counted in, and the next).
+    let short = Duration::from_secs(1);
+    assert_eq!(
+        a.retry_budget("up:carol", used(4, 1), short).await.unwrap(),
+        used(4, 1)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let total = b.retry_budget("up:carol", used(0, 0), short).await.unwrap();
+        if total == used(0, 0) {
+            break;
+        }
+        assert_eq!(total, used(4, 1), "the use is whole until it leaves");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the use never left the window"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A Redis that is not there is an error, not an empty budget.
+    let gone = RedisState::open(&dead_url(), "budget", None).unwrap();
+    assert!(
+        gone.retry_budget("up:alice", used(1, 0), window)
+            .await
+            .is_err()
+    );
 }

@@ -332,8 +332,8 @@ pub struct StateConfig {
     /// the gateway writes, so that several gateways can share one Redis
     /// without sharing state.
     pub prefix: String,
-    /// `rate_limit_fallback` (default `deny`): what a rate limit does while
-    /// Redis cannot be reached.
+    /// `rate_limit_fallback` (default `deny`): what a rate limit, and a
+    /// retry budget, do while Redis cannot be reached.
     pub rate_limit_fallback: RateLimitFallback,
 }
 
@@ -343,11 +343,14 @@ pub struct StateConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RateLimitFallback {
-    /// `"deny"` (the default): the call is refused, as rate limited.
+    /// `"deny"` (the default): the call is refused, as rate limited; a
+    /// lost response is not resent (the client is told delivery is
+    /// unknown).
     #[default]
     Deny,
     /// `"local"`: the limit is counted in this replica alone (so across
-    /// N replicas up to N times the limit passes) until Redis is back.
+    /// N replicas up to N times the limit passes), and a resend drawn on
+    /// this replica's own budget, until Redis is back.
     Local,
 }
 

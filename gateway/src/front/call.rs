@@ -26,7 +26,7 @@ use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Ruling, Verdict};
 use crate::state::{StateError, Window};
-use crate::upstream::{self, Upstream};
+use crate::upstream::Upstream;
 use crate::{Error, defaults, namespaced, split};
 
 /// What the client gets when a call ends: a tool result (refusals
@@ -694,7 +694,7 @@ impl Front {
         // Boxed: the replay-safe client's future is kilobytes (its retry
         // and read-back states), and this one is moved whole into each
         // request's task.
-        let outcome = Box::pin(upstream::with_principal(
+        let outcome = Box::pin(crate::budget::with_principal(
             &record.principal,
             client.call_tool(sent),
         ))

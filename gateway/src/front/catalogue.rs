@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use crate::approval::DriftLock;
 use crate::config::Config;
 use crate::policy::{self, EffectiveHints};
+use crate::state::{InProcess, SharedState};
 use crate::upstream::{self, ProcessGroups, UNAVAILABLE_META_KEY, Upstream};
 use crate::{Error, check_names, namespaced};
 
@@ -166,6 +167,7 @@ pub(super) fn say_left_out(
 pub(super) async fn start_upstreams(
     config: &Config,
     groups: &ProcessGroups,
+    state: &Arc<dyn SharedState>,
 ) -> Result<
     (
         Vec<Arc<Upstream>>,
@@ -177,7 +179,7 @@ pub(super) async fn start_upstreams(
 > {
     let stop = groups.stop_on_drop();
     let (sender, receiver) = mpsc::unbounded_channel();
-    let upstreams = upstream::connect_all(config, sender, groups).await;
+    let upstreams = upstream::connect_all(config, sender, groups, state).await;
     let catalogue = Catalogue::build(config, &upstreams).map_err(|error| match error {
         Error::Names { problems, .. } => Error::Names {
             config: Some(config.path.clone()),
@@ -241,7 +243,9 @@ pub struct ServedTools {
 pub async fn served_tools(config: &Config) -> Result<ServedTools, Error> {
     let groups = ProcessGroups::new();
     let _stop = groups.stop_on_drop();
-    let (upstreams, catalogue, _, _) = start_upstreams(config, &groups).await?;
+    // Nothing is called: the budgets are never drawn on.
+    let state: Arc<dyn SharedState> = Arc::new(InProcess::new(None));
+    let (upstreams, catalogue, _, _) = start_upstreams(config, &groups, &state).await?;
     let served = catalogue
         .tools
         .iter()

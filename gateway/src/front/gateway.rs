@@ -226,7 +226,8 @@ impl Gateway {
         }
         let policy = Policy::new(&config);
         let groups = ProcessGroups::new();
-        let (upstreams, catalogue, left_out, receiver) = start_upstreams(&config, &groups).await?;
+        let (upstreams, catalogue, left_out, receiver) =
+            start_upstreams(&config, &groups, &(state.clone() as Arc<dyn SharedState>)).await?;
         // The in-process state always answers: only a shared one is asked.
         let shared = config
             .state

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use mcp_hints::fingerprint::PinnedTool;
 use tokio::sync::broadcast;
 
-use super::{Counted, SharedState, StateError, Window};
+use super::{BudgetUse, Counted, SharedState, StateError, Window};
 use crate::approval::{DriftLock, Parked, Resolution};
 
 /// How long a resolution stays readable after the call was resolved: long
@@ -36,6 +36,12 @@ pub struct InProcess {
     resolved: broadcast::Sender<String>,
     /// The drift lock (`[lock]` with `deny_drift`), when there is one.
     drift: Option<tokio::sync::Mutex<DriftLock>>,
+    /// Per retry budget: its use in each second (of `epoch`) that has any,
+    /// oldest first, pruned past the window asked. Keys are bounded by
+    /// upstreams x principals, both from the config.
+    budgets: Mutex<HashMap<String, VecDeque<(u64, BudgetUse)>>>,
+    /// What the seconds of `budgets` count from.
+    epoch: Instant,
 }
 
 /// The kept resolutions, and their ids oldest first: pruning takes from
@@ -76,7 +82,40 @@ impl InProcess {
             resolutions: Mutex::default(),
             resolved: broadcast::channel(64).0,
             drift: drift.map(tokio::sync::Mutex::new),
+            budgets: Mutex::default(),
+            epoch: Instant::now(),
         }
+    }
+
+    /// [`SharedState::retry_budget`] at `now` (tests pass their own
+    /// instants).
+    pub(crate) fn retry_budget_at(
+        &self,
+        budget: &str,
+        used: BudgetUse,
+        window: Duration,
+        now: Instant,
+    ) -> BudgetUse {
+        let second = now.saturating_duration_since(self.epoch).as_secs();
+        let mut budgets = held(&self.budgets);
+        let seconds = budgets.entry(budget.to_owned()).or_default();
+        // Whole seconds, as Redis counts them: the current one and the
+        // `window - 1` before it.
+        while seconds
+            .front()
+            .is_some_and(|(at, _)| at + window.as_secs().max(1) <= second)
+        {
+            seconds.pop_front();
+        }
+        if !used.is_empty() {
+            match seconds.back_mut() {
+                Some((at, sum)) if *at == second => *sum = *sum + used,
+                _ => seconds.push_back((second, used)),
+            }
+        }
+        seconds
+            .iter()
+            .fold(BudgetUse::default(), |total, (_, sum)| total + *sum)
     }
 
     /// [`SharedState::count`] at `now` (tests pass their own instants).
@@ -180,6 +219,15 @@ impl SharedState for InProcess {
             .map_err(|error| StateError::new(self.backend(), error))
     }
 
+    async fn retry_budget(
+        &self,
+        budget: &str,
+        used: BudgetUse,
+        window: Duration,
+    ) -> Result<BudgetUse, StateError> {
+        Ok(self.retry_budget_at(budget, used, window, Instant::now()))
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         Ok(())
     }
@@ -200,5 +248,39 @@ mod tests {
         assert!(!kept.by_id.contains_key("a"));
         assert!(kept.by_id.contains_key("b") && kept.by_id.contains_key("c"));
         assert_eq!(kept.by_age.len(), 2);
+    }
+
+    #[test]
+    fn a_retry_budgets_use_is_summed_over_its_window_of_whole_seconds() {
+        let state = InProcess::new(None);
+        let at = |seconds: u64| state.epoch + Duration::from_secs(seconds);
+        let window = Duration::from_secs(10);
+        let used = |deposits, withdrawals| BudgetUse {
+            deposits,
+            withdrawals,
+        };
+        assert_eq!(
+            state.retry_budget_at("up:a", used(3, 1), window, at(0)),
+            used(3, 1)
+        );
+        assert_eq!(
+            state.retry_budget_at("up:a", used(2, 0), window, at(9)),
+            used(5, 1)
+        );
+        // Another budget is apart.
+        assert_eq!(
+            state.retry_budget_at("up:b", used(0, 0), window, at(9)),
+            used(0, 0)
+        );
+        // Second 0 has left the window; second 9 is still in it.
+        assert_eq!(
+            state.retry_budget_at("up:a", used(0, 0), window, at(10)),
+            used(2, 0)
+        );
+        assert_eq!(
+            state.retry_budget_at("up:a", used(0, 0), window, at(19)),
+            used(0, 0)
+        );
+        assert!(held(&state.budgets)["up:a"].is_empty());
     }
 }

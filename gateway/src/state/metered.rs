@@ -3,12 +3,13 @@
 //! asks it whether it answers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_hints::fingerprint::PinnedTool;
 use tokio::sync::broadcast;
 
-use super::{Counted, SharedState, StateError, Window};
+use super::{BudgetUse, Counted, SharedState, StateError, Window};
 use crate::approval::{Parked, Resolution};
 use crate::metrics::Metrics;
 use crate::readiness::Probe;
@@ -69,6 +70,15 @@ impl SharedState for Metered {
 
     async fn approve_tool(&self, namespaced: &str, tool: &PinnedTool) -> Result<(), StateError> {
         self.counted(self.inner.approve_tool(namespaced, tool).await)
+    }
+
+    async fn retry_budget(
+        &self,
+        budget: &str,
+        used: BudgetUse,
+        window: Duration,
+    ) -> Result<BudgetUse, StateError> {
+        self.counted(self.inner.retry_budget(budget, used, window).await)
     }
 
     async fn ready(&self) -> Result<(), StateError> {

@@ -1,6 +1,7 @@
 //! The state a gateway's replicas must agree on (DESIGN.md, "Shared state
 //! and failure"): rate-limit windows, parked calls and their decisions, and
-//! the drift lock's approvals, behind one trait, [`SharedState`], with two
+//! the drift lock's approvals, the retry budgets per principal, behind one
+//! trait, [`SharedState`], with two
 //! backends: [`InProcess`] (one gateway; the default) and [`RedisState`]
 //! (`[state] redis = "redis://..."`, any number of replicas, timed by
 //! Redis's clock).
@@ -14,12 +15,14 @@
 //! `[state] rate_limit_fallback`, refuses or counts a rate limit in this
 //! replica alone, saying so in the audit log.
 //!
+//! A retry budget is asked synchronously, inside the replay-safe client's
+//! resend loop, so a replica decides a resend on what it last learnt of
+//! the others' use (at most [`BUDGET_REPORT_INTERVAL`] old) and its own
+//! since: see [`crate::budget`].
+//!
 //! Left in each replica, and why: session owners (an `initialize`-era
 //! session lives in the memory of the replica that created it, so its
-//! owner does too; another replica answers 404 for it), and the retry
-//! budgets per principal (tower's `Budget` is synchronous, called inside
-//! the replay-safe client's resend loop; a budget is a bound on
-//! amplification, which per replica stays bounded by the replica count).
+//! owner does too; another replica answers 404 for it).
 
 mod memory;
 mod metered;
@@ -68,6 +71,38 @@ pub enum Counted {
         /// When it has room again: its oldest counted call leaves it.
         retry_after: Duration,
     },
+}
+
+/// How often a replica reports its use of each retry budget and learns
+/// every replica's: what bounds how stale its view of the others is.
+pub const BUDGET_REPORT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A retry budget's use: the calls that paid into it and the resends that
+/// drew on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BudgetUse {
+    /// Calls made (each deposits).
+    pub deposits: u64,
+    /// Resends made (each withdraws).
+    pub withdrawals: u64,
+}
+
+impl BudgetUse {
+    /// Whether nothing was used.
+    pub fn is_empty(self) -> bool {
+        self.deposits == 0 && self.withdrawals == 0
+    }
+}
+
+impl std::ops::Add for BudgetUse {
+    type Output = BudgetUse;
+
+    fn add(self, other: BudgetUse) -> BudgetUse {
+        BudgetUse {
+            deposits: self.deposits.saturating_add(other.deposits),
+            withdrawals: self.withdrawals.saturating_add(other.withdrawals),
+        }
+    }
 }
 
 /// The shared state could not be read or written: `the gateway's shared
@@ -169,6 +204,23 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     /// [`StateError`] when it could not be stored; the tool stays
     /// unapproved.
     async fn approve_tool(&self, namespaced: &str, tool: &PinnedTool) -> Result<(), StateError>;
+
+    /// Adds `used`, this replica's use of the retry budget `budget` (an
+    /// upstream's name and a principal: `UPSTREAM:PRINCIPAL`) since its
+    /// last report, to the current second, and answers the budget's use at
+    /// every replica over the last `window` (whole seconds, by the
+    /// backend's clock), `used` included.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the backend cannot be reached; `used` may or
+    /// may not have been added.
+    async fn retry_budget(
+        &self,
+        budget: &str,
+        used: BudgetUse,
+        window: Duration,
+    ) -> Result<BudgetUse, StateError>;
 
     /// Whether the backend answers now, for `/readyz`.
     ///

@@ -15,6 +15,9 @@
 //! - `P:resolution:ID`: how a resolved call ended, kept for
 //!   [`RESOLVED_RETENTION`];
 //! - `P:drift`: a hash of approved fingerprints by namespaced tool name;
+//! - `P:budget:UPSTREAM:PRINCIPAL`: a hash of one retry budget's use by
+//!   second, fields `d:SECOND` (calls) and `w:SECOND` (resends), pruned
+//!   past its window (an upstream's name has no `:`);
 //! - the channel `P:resolved`, on which each resolved call's id is
 //!   published.
 //!
@@ -33,7 +36,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::memory::RESOLVED_RETENTION;
-use super::{Counted, SharedState, StateError, Window};
+use super::{BudgetUse, Counted, SharedState, StateError, Window};
 use crate::approval::{DriftLock, Parked, Resolution};
 
 const BACKEND: &str = "redis";
@@ -104,6 +107,42 @@ redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[4], ARGV[1])
 return 1
+"#,
+    )
+});
+
+/// Adds `ARGV[1]` calls and `ARGV[2]` resends to the current second of
+/// the retry budget `KEYS[1]`, drops the seconds older than the window
+/// (`ARGV[3]` seconds), and returns `{calls, resends}` over the window.
+static BUDGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local now = tonumber(redis.call('TIME')[1])
+local span = tonumber(ARGV[3])
+if tonumber(ARGV[1]) > 0 then
+  redis.call('HINCRBY', KEYS[1], 'd:' .. now, ARGV[1])
+end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('HINCRBY', KEYS[1], 'w:' .. now, ARGV[2])
+end
+local fields = redis.call('HGETALL', KEYS[1])
+local calls, resends, old = 0, 0, {}
+for i = 1, #fields, 2 do
+  local kind, second = string.match(fields[i], '^(%a):(%d+)$')
+  second = tonumber(second)
+  if second == nil or second + span <= now then
+    table.insert(old, fields[i])
+  elseif kind == 'd' then
+    calls = calls + tonumber(fields[i + 1])
+  else
+    resends = resends + tonumber(fields[i + 1])
+  end
+end
+if #old > 0 then
+  redis.call('HDEL', KEYS[1], unpack(old))
+end
+redis.call('EXPIRE', KEYS[1], span + 1)
+return {calls, resends}
 "#,
     )
 });
@@ -391,6 +430,26 @@ impl SharedState for RedisState {
             .await
             .map_err(unavailable)?;
         Ok(())
+    }
+
+    async fn retry_budget(
+        &self,
+        budget: &str,
+        used: BudgetUse,
+        window: Duration,
+    ) -> Result<BudgetUse, StateError> {
+        let (deposits, withdrawals): (u64, u64) = BUDGET
+            .key(self.key(&["budget", budget]))
+            .arg(used.deposits)
+            .arg(used.withdrawals)
+            .arg(window.as_secs().max(1))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(BudgetUse {
+            deposits,
+            withdrawals,
+        })
     }
 
     async fn ready(&self) -> Result<(), StateError> {
