@@ -378,6 +378,15 @@ mod tests {
         ) -> Result<BudgetUse, StateError> {
             Err(StateError::new("down", "refused"))
         }
+        async fn open_session(&self, _: &str, _: &str, _: &str) -> Result<(), StateError> {
+            Err(StateError::new("down", "refused"))
+        }
+        async fn session_opener(&self, _: &str, _: &str) -> Result<Option<String>, StateError> {
+            Err(StateError::new("down", "refused"))
+        }
+        async fn end_session(&self, _: &str) -> Result<(), StateError> {
+            Err(StateError::new("down", "refused"))
+        }
         async fn ready(&self) -> Result<(), StateError> {
             Err(StateError::new("down", "refused"))
         }

@@ -227,6 +227,30 @@ pub enum Error {
         /// The id as the request named it (its bytes read as UTF-8, lossily).
         id: String,
     },
+
+    /// A request named, in `Mcp-Session-Id`, a session another replica of
+    /// the gateway opened for the same principal (as the shared state,
+    /// `[state] redis`, records): answered as
+    /// [`UnknownSession`](Error::UnknownSession) (HTTP 404, the same code),
+    /// naming the replica, so that a load balancer without affinity is
+    /// found at once. A session of another principal's is never named.
+    #[error(
+        "session `{}` was opened by replica `{}` of the gateway, not by this one (`{}`): a \
+         load balancer must send every request of a session to the replica that opened it \
+         (affinity on `Mcp-Session-Id`); send `initialize` without `Mcp-Session-Id` to start a \
+         new session here",
+        escape::shown(id),
+        escape::shown(opened_by),
+        escape::shown(here)
+    )]
+    SessionElsewhere {
+        /// The id as the request named it.
+        id: String,
+        /// The replica that opened it (`[gateway] replica`).
+        opened_by: String,
+        /// This replica.
+        here: String,
+    },
 }
 
 /// One namespaced tool name a client cannot accept, or two it cannot tell
@@ -297,7 +321,7 @@ impl Error {
     /// |---|---|---|
     /// | [`UnknownTool`](Error::UnknownTool) | `-32602` invalid params | MCP, Tools, "Error Handling": an unknown tool is a protocol error, `-32602`; JSON-RPC 2.0 §5.1: "Invalid method parameter(s)" |
     /// | [`NoPrincipal`](Error::NoPrincipal) | `-32600` invalid request | JSON-RPC 2.0 §5.1: "The JSON sent is not a valid Request object": a request the transport did not authenticate is not one the gateway takes |
-    /// | [`UnknownSession`](Error::UnknownSession) | `-32001` | JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to implementations; -32001 is what the MCP TypeScript SDK answers an unknown session with, so clients that read the body meet one code; the HTTP status, 404, is what the transport spec has clients act on |
+    /// | [`UnknownSession`](Error::UnknownSession), [`SessionElsewhere`](Error::SessionElsewhere) | `-32001` | JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to implementations; -32001 is what the MCP TypeScript SDK answers an unknown session with, so clients that read the body meet one code; the HTTP status, 404, is what the transport spec has clients act on |
     /// | every other | `-32603` internal error | JSON-RPC 2.0 §5.1: "Internal JSON-RPC error": the gateway's own state (config, log, lock, listeners, upstreams), nothing the request could change |
     ///
     /// The other answers a call can end with are not protocol errors:
@@ -309,18 +333,20 @@ impl Error {
         match self {
             Error::UnknownTool { .. } => ErrorCode::INVALID_PARAMS,
             Error::NoPrincipal => ErrorCode::INVALID_REQUEST,
-            Error::UnknownSession { .. } => ErrorCode(-32001),
+            Error::UnknownSession { .. } | Error::SessionElsewhere { .. } => ErrorCode(-32001),
             _ => ErrorCode::INTERNAL_ERROR,
         }
     }
 }
 
 /// The JSON-RPC error of `error`: [`Error::code`], its `Display` as the
-/// message, and for [`Error::UnknownTool`] `{"tool": NAME}` as the data.
+/// message, and as the data `{"tool": NAME}` for [`Error::UnknownTool`]
+/// and `{"replica": NAME}` for [`Error::SessionElsewhere`].
 impl From<&Error> for ErrorData {
     fn from(error: &Error) -> ErrorData {
         let data = match error {
             Error::UnknownTool { name } => Some(json!({ "tool": name })),
+            Error::SessionElsewhere { opened_by, .. } => Some(json!({ "replica": opened_by })),
             _ => None,
         };
         ErrorData::new(error.code(), error.to_string(), data)
@@ -362,6 +388,20 @@ mod tests {
             session.message
         );
         assert_eq!(session.data, None);
+        let elsewhere = ErrorData::from(&Error::SessionElsewhere {
+            id: "s-2".into(),
+            opened_by: "b\n".into(),
+            here: "a".into(),
+        });
+        assert_eq!(elsewhere.code, ErrorCode(-32001));
+        assert!(
+            elsewhere.message.starts_with(
+                "session `s-2` was opened by replica `b\\n` of the gateway, not by this one (`a`)"
+            ),
+            "{}",
+            elsewhere.message
+        );
+        assert_eq!(elsewhere.data, Some(json!({ "replica": "b\n" })));
         let bind = Error::Bind {
             key: "listen.http",
             address: ([127, 0, 0, 1], 1).into(),

@@ -25,6 +25,7 @@ use support::{
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "replicas-test-token";
+const BOB_TOKEN: &str = "replicas-test-bob-token";
 const ADMIN_TOKEN: &str = "replicas-test-admin-token";
 
 /// `GET /readyz` of an admin endpoint of `gateway` on a free loopback
@@ -78,9 +79,16 @@ impl Replicas {
             let log = dir.join(format!("{replica}.jsonl"));
             format!(
                 r#"
+[gateway]
+replica = "{replica}"
+
 [[client]]
 principal = "alice"
 token = "{TOKEN}"
+
+[[client]]
+principal = "bob"
+token = "{BOB_TOKEN}"
 
 [admin]
 token = "{ADMIN_TOKEN}"
@@ -456,5 +464,110 @@ window_secs = 60
     );
     assert_eq!(replicas.calls.load(Ordering::SeqCst), 1);
     at_a.cancel().await.unwrap();
+    replicas.stop().await;
+}
+
+/// Posts `body` to `gateway`'s `/mcp` with `token`, naming `session` if
+/// given: the status, the `Mcp-Session-Id` the answer names, and the body.
+async fn post_mcp(
+    gateway: &Served,
+    token: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{}/mcp", gateway.address))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let answer = request.send().await.unwrap();
+    let status = answer.status().as_u16();
+    let opened = answer
+        .headers()
+        .get("mcp-session-id")
+        .map(|id| id.to_str().unwrap().to_owned());
+    (status, opened, answer.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_sent_to_the_wrong_replica_is_a_404_naming_the_replica_that_opened_it() {
+    let redis = RedisServer::start();
+    let replicas = Replicas::start("sessions", &redis.url(), "").await;
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": { "name": "affinity-test", "version": "1" },
+        },
+    });
+    let (status, opened, _) = post_mcp(&replicas.a, TOKEN, None, initialize).await;
+    assert_eq!(status, 200);
+    let session = opened.expect("initialize opened a session at a");
+    let list = serde_json::json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    // The record is written beside the answer that opened the session:
+    // bounded, until b names a.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let said = loop {
+        let (status, _, body) = post_mcp(&replicas.b, TOKEN, Some(&session), list.clone()).await;
+        assert_eq!(status, 404, "{body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        let message = error["error"]["message"].as_str().unwrap().to_owned();
+        if error["error"]["data"]["replica"] == "a" {
+            assert_eq!(error["error"]["code"], -32001);
+            break message;
+        }
+        assert!(message.contains("is not known here"), "{message}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b never named a: {message}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        said.starts_with(&format!(
+            "session `{session}` was opened by replica `a` of the gateway, not by this one (`b`)"
+        )),
+        "{said}"
+    );
+    // Another principal learns nothing of it: the answer for no session.
+    let (status, _, body) = post_mcp(&replicas.b, BOB_TOKEN, Some(&session), list.clone()).await;
+    assert_eq!(status, 404);
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert!(error["error"]["data"].is_null(), "{body}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not known here"),
+        "{body}"
+    );
+    // The session still serves at a; ended there, b no longer names a.
+    let (status, _, _) = post_mcp(&replicas.a, TOKEN, Some(&session), list.clone()).await;
+    assert_eq!(status, 200);
+    let ended = reqwest::Client::new()
+        .delete(format!("http://{}/mcp", replicas.a.address))
+        .bearer_auth(TOKEN)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let (_, _, body) = post_mcp(&replicas.b, TOKEN, Some(&session), list.clone()).await;
+        let error: Value = serde_json::from_str(&body).unwrap();
+        if error["error"]["data"].is_null() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b still names a: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     replicas.stop().await;
 }

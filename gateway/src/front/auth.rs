@@ -22,6 +22,7 @@ use tower::Layer;
 
 use super::Gateway;
 use crate::Error;
+use crate::state::SharedState;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -134,6 +135,13 @@ const NO_TOKEN: &str = "the gateway needs `Authorization: Bearer TOKEN`, a token
 /// all, is never taken for a new session. The answer that creates a
 /// session binds it to its principal; a successful DELETE unbinds it.
 ///
+/// Each binding is also recorded in the shared state
+/// ([`SharedState::open_session`]), so that a replica that does not serve
+/// a session asks there who does: a session another replica opened for
+/// the same principal is answered 404 with [`Error::SessionElsewhere`],
+/// naming that replica (a load balancer without affinity shows at once);
+/// any other with [`Error::UnknownSession`].
+///
 /// It reads the principal [`BearerAuthLayer`] put in the request's
 /// extensions, so it goes behind that layer; a request without one is
 /// answered 401 as that layer answers a request without a token.
@@ -141,15 +149,80 @@ const NO_TOKEN: &str = "the gateway needs `Authorization: Bearer TOKEN`, a token
 pub(super) struct SessionOwnershipLayer {
     owners: Arc<SessionOwners>,
     sessions: Arc<LocalSessionManager>,
+    shared: SharedOwners,
+}
+
+/// Where the layer records, and asks, which replica opened a session.
+#[derive(Clone)]
+struct SharedOwners {
+    state: Arc<dyn SharedState>,
+    /// This replica's name (`[gateway] replica`).
+    replica: Arc<str>,
+}
+
+/// The longest session id asked of the shared state: rmcp's are UUIDs;
+/// anything far longer names no session of any replica's.
+const MAX_SHARED_SESSION_ID: usize = 256;
+
+/// How long a replica waits for the shared state to say who opened a
+/// session it does not serve, before answering it as unknown.
+const SESSION_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl SharedOwners {
+    /// The answer to a request for session `id`, which this replica does
+    /// not serve to `principal`: [`Error::SessionElsewhere`] when the
+    /// shared state says another replica opened it for `principal`, else
+    /// [`session_not_known`] (also when the state cannot say in time).
+    async fn not_here(&self, id: &str, principal: &str) -> Response {
+        if id.len() <= MAX_SHARED_SESSION_ID {
+            let asked = self.state.session_opener(id, principal);
+            if let Ok(Ok(Some(opened_by))) =
+                tokio::time::timeout(SESSION_LOOKUP_TIMEOUT, asked).await
+                && *opened_by != *self.replica
+            {
+                return not_found(&Error::SessionElsewhere {
+                    id: id.to_owned(),
+                    opened_by,
+                    here: self.replica.to_string(),
+                });
+            }
+        }
+        session_not_known(id)
+    }
+
+    /// Records, in the background, that this replica opened `id` for
+    /// `principal`: the answer that opened it is not held for it.
+    fn opened(&self, id: &str, principal: &str) {
+        let (state, replica) = (self.state.clone(), self.replica.clone());
+        let (id, principal) = (id.to_owned(), principal.to_owned());
+        // A failure is counted by the metered state; the session serves.
+        tokio::spawn(async move { state.open_session(&id, &principal, &replica).await });
+    }
+
+    /// Forgets `id` in the background.
+    fn ended(&self, id: &str) {
+        let (state, id) = (self.state.clone(), id.to_owned());
+        tokio::spawn(async move { state.end_session(&id).await });
+    }
 }
 
 impl SessionOwnershipLayer {
     /// No session bound yet; `sessions` is the session manager of the rmcp
-    /// service behind, asked whether a bound session still lives.
-    pub(super) fn new(sessions: Arc<LocalSessionManager>) -> SessionOwnershipLayer {
+    /// service behind, asked whether a bound session still lives; `state`
+    /// is where the replicas record which of them (this one is `replica`)
+    /// opened each session.
+    pub(super) fn new(
+        sessions: Arc<LocalSessionManager>,
+        state: Arc<dyn SharedState>,
+        replica: &str,
+    ) -> SessionOwnershipLayer {
         SessionOwnershipLayer {
             owners: Arc::new(SessionOwners::default()),
             sessions,
+            shared: SharedOwners {
+                state,
+                replica: Arc::from(replica),
+            },
         }
     }
 }
@@ -161,6 +234,7 @@ impl<S> Layer<S> for SessionOwnershipLayer {
         SessionOwnership {
             owners: self.owners.clone(),
             sessions: self.sessions.clone(),
+            shared: self.shared.clone(),
             inner,
         }
     }
@@ -171,6 +245,7 @@ impl<S> Layer<S> for SessionOwnershipLayer {
 pub(super) struct SessionOwnership<S> {
     owners: Arc<SessionOwners>,
     sessions: Arc<LocalSessionManager>,
+    shared: SharedOwners,
     inner: S,
 }
 
@@ -205,7 +280,10 @@ where
             None => None,
             Some(id) => match id.to_str() {
                 Ok(id) if self.owners.owned_by(id, &principal) => Some(id.to_owned()),
-                Ok(id) => return Box::pin(std::future::ready(Ok(session_not_known(id)))),
+                Ok(id) => {
+                    let (shared, id) = (self.shared.clone(), id.to_owned());
+                    return Box::pin(async move { Ok(shared.not_here(&id, &principal).await) });
+                }
                 Err(_) => {
                     let id = String::from_utf8_lossy(id.as_bytes());
                     return Box::pin(std::future::ready(Ok(session_not_known(&id))));
@@ -219,6 +297,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, ready);
         let owners = self.owners.clone();
         let sessions = self.sessions.clone();
+        let shared = self.shared.clone();
         Box::pin(async move {
             if let Some(id) = &session {
                 // Bound here, but ended since (idled out, or all ended):
@@ -227,6 +306,7 @@ where
                 let live = sessions.has_session(&SessionId::from(id.as_str())).await;
                 if matches!(live, Ok(false)) {
                     owners.unbind(id);
+                    shared.ended(id);
                     return Ok(session_not_known(id));
                 }
             }
@@ -237,10 +317,12 @@ where
                 (None, Some(created)) => {
                     if let Ok(created) = created.to_str() {
                         owners.bind(created, &principal);
+                        shared.opened(created, &principal);
                     }
                 }
                 (Some(ended), _) if ends_session && response.status().is_success() => {
                     owners.unbind(ended);
+                    shared.ended(ended);
                 }
                 _ => {}
             }
@@ -364,7 +446,12 @@ impl SessionOwners {
 /// JSON-RPC error [`Error::UnknownSession`] with no id (the request's body
 /// is not read for it), `application/json`.
 pub(super) fn session_not_known(id: &str) -> Response {
-    let error = ErrorData::from(Error::UnknownSession { id: id.to_owned() });
+    not_found(&Error::UnknownSession { id: id.to_owned() })
+}
+
+/// 404 with `error` as a JSON-RPC error with no id.
+fn not_found(error: &Error) -> Response {
+    let error = ErrorData::from(error);
     let body = json!({ "jsonrpc": "2.0", "id": null, "error": error }).to_string();
     let mut response = (StatusCode::NOT_FOUND, body).into_response();
     response.headers_mut().insert(
@@ -477,10 +564,14 @@ mod tests {
         )
     }
 
+    fn in_process() -> Arc<dyn SharedState> {
+        Arc::new(crate::state::InProcess::new(None))
+    }
+
     #[tokio::test]
     async fn a_session_not_served_here_is_a_json_rpc_404_alike_for_every_reason() {
         let sessions = Arc::new(LocalSessionManager::default());
-        let layer = SessionOwnershipLayer::new(sessions.clone());
+        let layer = SessionOwnershipLayer::new(sessions.clone(), in_process(), "a");
         let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let behind = Behind {
             opens: None,
@@ -548,7 +639,7 @@ mod tests {
     #[tokio::test]
     async fn the_answer_that_opens_a_session_binds_it_to_its_principal() {
         let sessions = Arc::new(LocalSessionManager::default());
-        let layer = SessionOwnershipLayer::new(sessions);
+        let layer = SessionOwnershipLayer::new(sessions, in_process(), "a");
         let behind = Behind {
             opens: Some("opened-1"),
             calls: Arc::default(),

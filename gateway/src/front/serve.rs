@@ -102,7 +102,12 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
     // then the session's owner, before the guard tells a live session
     // from an unknown one.
     let guarded = guard.service(service);
-    let owned = SessionOwnershipLayer::new(sessions).layer(guarded);
+    let owned = SessionOwnershipLayer::new(
+        sessions,
+        gateway.state.clone(),
+        &gateway.config.gateway.replica,
+    )
+    .layer(guarded);
     let authenticated = BearerAuthLayer::new(gateway).layer(owned);
     Ok(axum::Router::new().nest_service("/mcp", authenticated))
 }

@@ -228,6 +228,20 @@ impl SharedState for InProcess {
         Ok(self.retry_budget_at(budget, used, window, Instant::now()))
     }
 
+    // One gateway: the sessions it serves are the sessions it knows, in
+    // its session-ownership layer; there is no other replica to name.
+    async fn open_session(&self, _: &str, _: &str, _: &str) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    async fn session_opener(&self, _: &str, _: &str) -> Result<Option<String>, StateError> {
+        Ok(None)
+    }
+
+    async fn end_session(&self, _: &str) -> Result<(), StateError> {
+        Ok(())
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         Ok(())
     }

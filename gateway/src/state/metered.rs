@@ -81,6 +81,27 @@ impl SharedState for Metered {
         self.counted(self.inner.retry_budget(budget, used, window).await)
     }
 
+    async fn open_session(
+        &self,
+        id: &str,
+        principal: &str,
+        replica: &str,
+    ) -> Result<(), StateError> {
+        self.counted(self.inner.open_session(id, principal, replica).await)
+    }
+
+    async fn session_opener(
+        &self,
+        id: &str,
+        principal: &str,
+    ) -> Result<Option<String>, StateError> {
+        self.counted(self.inner.session_opener(id, principal).await)
+    }
+
+    async fn end_session(&self, id: &str) -> Result<(), StateError> {
+        self.counted(self.inner.end_session(id).await)
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         self.counted(self.inner.ready().await)
     }

@@ -20,9 +20,10 @@
 //! the others' use (at most [`BUDGET_REPORT_INTERVAL`] old) and its own
 //! since: see [`crate::budget`].
 //!
-//! Left in each replica, and why: session owners (an `initialize`-era
-//! session lives in the memory of the replica that created it, so its
-//! owner does too; another replica answers 404 for it).
+//! An `initialize`-era session lives in the memory of the replica that
+//! opened it, and only that replica serves it; the shared state records
+//! which replica that is, so that another answers a request for it with a
+//! 404 that names the replica to route it to.
 
 mod memory;
 mod metered;
@@ -76,6 +77,11 @@ pub enum Counted {
 /// How often a replica reports its use of each retry budget and learns
 /// every replica's: what bounds how stale its view of the others is.
 pub const BUDGET_REPORT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long a shared record of which replica opened a session lasts at
+/// most (ended sessions are forgotten at once; one that idled out is
+/// forgotten when next named, or after this): 24 hours.
+pub const SESSION_RECORD_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A retry budget's use: the calls that paid into it and the resends that
 /// drew on it.
@@ -221,6 +227,39 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
         used: BudgetUse,
         window: Duration,
     ) -> Result<BudgetUse, StateError>;
+
+    /// Records that `replica` opened the streamable-HTTP session `id` for
+    /// `principal`, for [`SESSION_RECORD_TTL`] at most. The in-process
+    /// backend records nothing: one gateway knows its own sessions.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when it could not be recorded (the session serves
+    /// anyway; another replica answers it as unknown).
+    async fn open_session(
+        &self,
+        id: &str,
+        principal: &str,
+        replica: &str,
+    ) -> Result<(), StateError>;
+
+    /// The replica that opened session `id` for `principal`: `None` when
+    /// none did for this principal (another's session is not named), or
+    /// it ended, or its record expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the backend cannot be reached.
+    async fn session_opener(&self, id: &str, principal: &str)
+    -> Result<Option<String>, StateError>;
+
+    /// Forgets session `id` (it ended, or idled out).
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the backend cannot be reached; its record
+    /// expires by itself.
+    async fn end_session(&self, id: &str) -> Result<(), StateError>;
 
     /// Whether the backend answers now, for `/readyz`.
     ///

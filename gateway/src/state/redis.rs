@@ -18,6 +18,9 @@
 //! - `P:budget:UPSTREAM:PRINCIPAL`: a hash of one retry budget's use by
 //!   second, fields `d:SECOND` (calls) and `w:SECOND` (resends), pruned
 //!   past its window (an upstream's name has no `:`);
+//! - `P:session:ID`: which replica opened a streamable-HTTP session, for
+//!   which principal (`{"principal", "replica"}`), for
+//!   [`SESSION_RECORD_TTL`] at most;
 //! - the channel `P:resolved`, on which each resolved call's id is
 //!   published.
 //!
@@ -36,7 +39,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::memory::RESOLVED_RETENTION;
-use super::{BudgetUse, Counted, SharedState, StateError, Window};
+use super::{BudgetUse, Counted, SESSION_RECORD_TTL, SharedState, StateError, Window};
 use crate::approval::{DriftLock, Parked, Resolution};
 
 const BACKEND: &str = "redis";
@@ -146,6 +149,13 @@ return {calls, resends}
 "#,
     )
 });
+
+/// A shared record of a session: who it is for and where it is served.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SessionRecord {
+    principal: String,
+    replica: String,
+}
 
 /// The state of every replica sharing one Redis and one prefix.
 #[derive(Clone)]
@@ -450,6 +460,58 @@ impl SharedState for RedisState {
             deposits,
             withdrawals,
         })
+    }
+
+    async fn open_session(
+        &self,
+        id: &str,
+        principal: &str,
+        replica: &str,
+    ) -> Result<(), StateError> {
+        let record = serde_json::to_string(&SessionRecord {
+            principal: principal.to_owned(),
+            replica: replica.to_owned(),
+        })
+        .map_err(unavailable)?;
+        let () = self
+            .connection
+            .clone()
+            .pset_ex(
+                self.key(&["session", id]),
+                record,
+                millis(SESSION_RECORD_TTL),
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn session_opener(
+        &self,
+        id: &str,
+        principal: &str,
+    ) -> Result<Option<String>, StateError> {
+        let key = self.key(&["session", id]);
+        let record: Option<String> = read(|| {
+            let (mut connection, key) = (self.connection.clone(), key.clone());
+            async move { connection.get(key).await }
+        })
+        .await?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let record: SessionRecord = serde_json::from_str(&record).map_err(unavailable)?;
+        Ok((record.principal == principal).then_some(record.replica))
+    }
+
+    async fn end_session(&self, id: &str) -> Result<(), StateError> {
+        let _: usize = self
+            .connection
+            .clone()
+            .del(self.key(&["session", id]))
+            .await
+            .map_err(unavailable)?;
+        Ok(())
     }
 
     async fn ready(&self) -> Result<(), StateError> {
