@@ -21,8 +21,21 @@ use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "mounted-test-token";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_routes() {
+/// A gateway in front of an in-process upstream, its router merged into
+/// an application with a route of its own (`/health`), served on a free
+/// loopback port until `stop`; the application's graceful shutdown drains
+/// the gateway ([`Gateway::drain`]), as the crate README shows.
+struct Mounted {
+    gateway: Arc<Gateway>,
+    bound: SocketAddr,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: CancellationToken,
+    calls: Arc<AtomicUsize>,
+    log: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+async fn mount(name: &str, rules: &str) -> Mounted {
     // The provider the gateway's HTTP upstream client installs too; the
     // test's own reqwest client is built before nothing else needs it.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -34,7 +47,7 @@ async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_
     };
     let upstream_url = serve_upstream(upstream, stop.clone()).await;
 
-    let dir = scratch_dir("mounted");
+    let dir = scratch_dir(name);
     let log = dir.join("audit.jsonl");
     let config_path = dir.join("gateway.toml");
     let text = format!(
@@ -53,6 +66,8 @@ path = {log:?}
 name = "up"
 url = "{upstream_url}"
 trusted = true
+
+{rules}
 "#
     );
     std::fs::write(&config_path, &text).unwrap();
@@ -68,12 +83,47 @@ trusted = true
     let listener = listener.tap_io(|stream| {
         let _ = stream.set_nodelay(true);
     });
-    let served_stop = stop.clone();
+    let (served_stop, draining) = (stop.clone(), gateway.clone());
     let served = tokio::spawn(async move {
         axum::serve(listener, app)
-            .with_graceful_shutdown(served_stop.cancelled_owned())
+            .with_graceful_shutdown(async move {
+                served_stop.cancelled().await;
+                draining.drain().await;
+            })
             .await
     });
+    Mounted {
+        gateway,
+        bound,
+        served,
+        stop,
+        calls,
+        log,
+        dir,
+    }
+}
+
+/// An rmcp client of the mounted gateway, with the token.
+async fn client_of(bound: SocketAddr) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let mut transport =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{bound}/mcp"));
+    transport.auth_header = Some(TOKEN.to_owned());
+    ().serve(StreamableHttpClientTransport::from_config(transport))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_routes() {
+    let Mounted {
+        gateway,
+        bound,
+        served,
+        stop,
+        calls,
+        log,
+        dir,
+    } = mount("mounted", "").await;
 
     let http = reqwest::Client::new();
     let health = http
@@ -96,10 +146,7 @@ trusted = true
         .unwrap();
     assert_eq!(refused.status(), 401);
 
-    let mut transport =
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{bound}/mcp"));
-    transport.auth_header = Some(TOKEN.to_owned());
-    let client = ().serve(StreamableHttpClientTransport::from_config(transport)).await.unwrap();
+    let client = client_of(bound).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(names, ["up__echo"]);
@@ -131,13 +178,89 @@ trusted = true
     assert_eq!(entries[1]["outcome"], "completed");
 
     client.cancel().await.unwrap();
-    gateway.end_sessions();
     stop.cancel();
     tokio::time::timeout(BOUND, served)
         .await
         .expect("the application stops serving once told to")
         .unwrap()
         .unwrap();
-    gateway.finish_log().await;
+    gateway.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_denies_a_parked_call_and_ends_the_sessions_so_the_app_can_stop() {
+    let mounted = mount(
+        "mounted-drain",
+        "[[rule]]\naction = \"require_approval\"\ntool = \"echo\"\n",
+    )
+    .await;
+    // A session with a call parked for an approver: both hold the server
+    // open until the gateway is drained.
+    let client = client_of(mounted.bound).await;
+    let arguments = json!({"text": "parked"});
+    let Value::Object(arguments) = arguments else {
+        unreachable!("the literal is an object")
+    };
+    let parked = tokio::spawn({
+        let peer = client.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("up__echo").with_arguments(arguments))
+                .await
+        }
+    });
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while mounted
+        .gateway
+        .approvals()
+        .pending()
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call was never parked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    mounted.stop.cancel();
+    let answer = tokio::time::timeout(BOUND, parked)
+        .await
+        .expect("the parked call is answered once draining")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    let said = answer.content[0].as_text().unwrap().text.clone();
+    assert!(said.contains("stopping"), "{said}");
+    tokio::time::timeout(BOUND, mounted.served)
+        .await
+        .expect("the application stops serving once drained, its session open")
+        .unwrap()
+        .unwrap();
+    mounted.gateway.shutdown().await;
+    // Shut down twice does nothing more.
+    mounted.gateway.shutdown().await;
+    assert_eq!(
+        mounted.calls.load(Ordering::SeqCst),
+        0,
+        "a denied call never ran"
+    );
+    let entries = log_lines(&mounted.log, 3).await;
+    let phases: Vec<String> = entries
+        .iter()
+        .map(|entry| format!("{}:{}", entry["phase"], entry["decision"]).replace('"', ""))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "decided:require_approval",
+            "decided:denied",
+            "finished:denied"
+        ]
+    );
+
+    drop(client);
+    let _ = std::fs::remove_dir_all(&mounted.dir);
 }

@@ -125,12 +125,7 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
         }
         served = &mut serving => served,
     };
-    gateway.close();
-    // Gives the tasks rmcp spawned a turn to reap the upstreams the guard
-    // kills, and the calls still running theirs to record how they ended.
-    gateway.stop_upstreams();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    gateway.finish_log().await;
+    gateway.shutdown().await;
     served.map(|()| 0)
 }
 

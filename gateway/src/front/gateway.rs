@@ -448,6 +448,40 @@ impl Gateway {
         }
     }
 
+    /// The first step of stopping, for an axum server's graceful-shutdown
+    /// future (`with_graceful_shutdown`): denies every parked call (its
+    /// client is told the gateway is stopping, and the log says so), gives
+    /// their tasks a moment (100 ms) to answer, then ends every session
+    /// ([`end_sessions`](Self::end_sessions)), so that open event streams
+    /// close and the server can finish the requests in flight. Calls still
+    /// running go on to their end. Safe to call more than once.
+    pub async fn drain(&self) {
+        // Denied before the sessions end: ended first, the parked calls
+        // would pass for their clients' withdrawals, and their clients
+        // would get no answer.
+        if self.approvals.deny_all_stopping().await > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.end_sessions();
+    }
+
+    /// Stops the gateway once serving has ended: [`drain`](Self::drain)
+    /// (nothing more if it ran), then drops every upstream connection,
+    /// kills the stdio upstreams' process groups, gives the calls that
+    /// were still running a moment (200 ms) to record how they ended, and
+    /// syncs every audit entry written ([`finish_log`](Self::finish_log)).
+    /// What `mcp-hints gateway serve` does on `SIGTERM` or Ctrl-C; an
+    /// application that serves the gateway does it before it exits, since
+    /// a kill or a sync left to a task would not run once the runtime
+    /// ends. Safe to call more than once.
+    pub async fn shutdown(&self) {
+        self.drain().await;
+        self.close();
+        self.stop_upstreams();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        self.finish_log().await;
+    }
+
     /// Ends every streamable-HTTP session of every [`router`] built on
     /// this gateway: their streams close, and a client that names one gets
     /// 404 and starts a new one.

@@ -144,13 +144,7 @@ pub async fn serve_http(
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             stop.await;
-            // Parked calls are denied before the sessions end: ended first,
-            // they would pass for their clients' withdrawals, and their
-            // clients would get no answer.
-            if stopping.approvals.deny_all_stopping().await > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            stopping.end_sessions();
+            stopping.drain().await;
         })
         .await;
     gateway.close();
