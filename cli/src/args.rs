@@ -116,7 +116,9 @@ pub enum GatewayCommand {
     /// Exit status: 0 for a valid config whose upstreams all answered, 1
     /// when one could not be reached (named on stderr; `serve` would start
     /// without its tools), 2 with `serve`'s own messages for a config that
-    /// is not valid (file, line and key named) or colliding tool names.
+    /// is not valid (file, line and key named), that `serve` would refuse
+    /// (no `listen.http` without `--stdio`, an audit log it could not
+    /// create), or colliding tool names.
     Check(CheckArgs),
     /// Prints the audit log's entries, filtered.
     Log(crate::gateway::log::LogArgs),
@@ -164,6 +166,10 @@ pub struct CheckArgs {
     /// `upstream`, `tool`, `hints` and `rules`) instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// Check for `serve --stdio`: a config without `listen.http` is then
+    /// not an error.
+    #[arg(long)]
+    pub stdio: bool,
 }
 
 /// `mcp-hints gateway approve|deny`.

@@ -3251,6 +3251,56 @@ fn gateway_check_refuses_a_bad_config_as_serve_does() {
     );
 }
 
+/// `check` refuses what `serve` refuses before it starts anything: no
+/// `listen.http` without `--stdio`, and an audit log whose directory will
+/// not take a new file (`/proc`), with `serve`'s own messages.
+#[test]
+fn gateway_check_exits_2_where_serve_would_for_no_listener_or_an_unwritable_log() {
+    let dir = scratch("check-as-serve");
+    let path = dir.join("gateway.toml");
+    let without_listen = notes_config("").replace("[listen]\nhttp = \"127.0.0.1:0\"\n", "");
+    std::fs::write(&path, &without_listen).unwrap();
+    let run = |command: &[&str]| {
+        let mut args: Vec<&std::ffi::OsStr> = command.iter().map(|arg| arg.as_ref()).collect();
+        args.extend(["--config".as_ref(), path.as_os_str()]);
+        gateway_command(&args, &[])
+    };
+    let (status, stdout, check) = run(&["check"]);
+    assert_eq!(status, Some(2), "{stdout}{check}");
+    assert_eq!(
+        check.trim_end(),
+        format!(
+            "error: {}: `listen.http` is not set: give an address to serve HTTP on, or pass \
+             --stdio",
+            path.display()
+        )
+    );
+    let (status, _, serve) = run(&["serve"]);
+    assert_eq!((status, serve), (Some(2), check));
+    // For `serve --stdio`, the same config is fine.
+    let (status, stdout, stderr) = run(&["check", "--stdio"]);
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("notes__list_notes"), "{stdout}");
+
+    // A directory that exists but refuses a new file.
+    std::fs::write(
+        &path,
+        without_listen.replace(
+            "path = \"audit.jsonl\"",
+            "path = \"/proc/self/audit.jsonl\"",
+        ),
+    )
+    .unwrap();
+    let (status, stdout, check) = run(&["check", "--stdio"]);
+    assert_eq!(status, Some(2), "{stdout}{check}");
+    assert!(
+        check
+            .starts_with("error: audit log /proc/self/audit.jsonl: cannot open it for appending: "),
+        "{check}"
+    );
+    assert!(!Path::new("/proc/self/audit.jsonl").exists());
+}
+
 /// The body of a raw HTTP answer (one not chunked), as JSON.
 fn json_body(answer: &str) -> Value {
     let (_, body) = answer

@@ -660,7 +660,8 @@ fn gateway_check_says_whether_the_shared_redis_answers_never_showing_its_passwor
         std::fs::write(
             &path,
             format!(
-                "[[client]]\nprincipal = \"alice\"\ntoken = \"{TOKEN}\"\n\n\
+                "[listen]\nhttp = \"127.0.0.1:0\"\n\n\
+                 [[client]]\nprincipal = \"alice\"\ntoken = \"{TOKEN}\"\n\n\
                  [log]\npath = {log:?}\n\n[state]\nredis = \"{url}\"\n\n\
                  [[upstream]]\nname = \"notes\"\ncommand = {notes}\n",
                 log = dir.join(format!("{name}.jsonl")),

@@ -360,12 +360,16 @@ impl Health {
 impl AuditLog {
     /// Whether [`open`](Self::open) could open the log at `path`, without
     /// creating or writing it (for `gateway check`): an existing file is
-    /// opened for appending and closed, a missing one needs its directory.
+    /// opened for appending and closed; for a missing one, a file of a
+    /// name of its own is created in its directory and removed at once
+    /// (a directory can look writable and refuse a new file: `/proc`, a
+    /// read-only mount, a quota).
     ///
     /// # Errors
     ///
     /// [`LogError`] (action `open it for appending`) for a missing
-    /// directory, a directory at `path`, or no permission.
+    /// directory, a directory at `path`, or a directory that refuses a
+    /// new file (no permission, a read-only or special file system).
     pub fn check(path: &Path) -> Result<(), LogError> {
         let error = |source| LogError {
             path: path.to_owned(),
@@ -386,7 +390,17 @@ impl AuditLog {
                 _ => Path::new("."),
             };
             match std::fs::metadata(dir) {
-                Ok(metadata) if metadata.is_dir() => Ok(()),
+                Ok(metadata) if metadata.is_dir() => {
+                    let probe = dir.join(format!(".mcp-hints-check-{}", std::process::id()));
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&probe)
+                        .map_err(error)?;
+                    // Removed, or left empty under a name nothing reads.
+                    let _ = std::fs::remove_file(&probe);
+                    Ok(())
+                }
                 Ok(_) => Err(error(std::io::Error::new(
                     std::io::ErrorKind::NotADirectory,
                     format!("{} is not a directory", dir.display()),

@@ -30,10 +30,12 @@ const REDIS_DEFAULT_PORT: u16 = 6379;
 /// # Errors
 ///
 /// For exit status 2, the messages `serve` gives: a bad config (file, line
-/// and key named), an audit log or lock that could not be opened, a
+/// and key named), no `listen.http` without `--stdio`, an audit log that
+/// could not be created or opened, or a lock that could not be read, a
 /// `[state] redis` the Redis client does not take, colliding tool names.
 pub async fn run(args: &CheckArgs) -> Result<u8, String> {
     let config = config::load(&args.config).map_err(|error| error.to_string())?;
+    super::needs_listen(&config, args.stdio)?;
     for warning in config.warnings() {
         eprintln!("gateway: warning: {}", crate::text::one_line(&warning));
     }

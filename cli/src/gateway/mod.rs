@@ -62,19 +62,26 @@ pub async fn run(args: GatewayArgs) -> Result<u8, String> {
     }
 }
 
+/// Refuses `config` for `serve` without `--stdio` when it sets no
+/// `listen.http`, as `serve` and `check` both say it.
+pub(crate) fn needs_listen(config: &config::Config, stdio: bool) -> Result<(), String> {
+    if stdio || config.listen.http.is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: `listen.http` is not set: give an address to serve HTTP on, or pass --stdio",
+        config.path.display()
+    ))
+}
+
 /// `mcp-hints gateway serve`: loads the config, connects the upstreams,
 /// and serves until a signal (or, with `--stdio`, until stdin closes).
 /// A signal while the upstreams connect stops the start (exit status 0,
 /// as a signal while serving).
 async fn serve(args: ServeArgs) -> Result<u8, String> {
     let config = config::load(&args.config).map_err(|error| error.to_string())?;
-    if !args.stdio && config.listen.http.is_none() {
-        // Said before any upstream is started for nothing.
-        return Err(format!(
-            "{}: `listen.http` is not set: give an address to serve HTTP on, or pass --stdio",
-            args.config.display()
-        ));
-    }
+    // Said before any upstream is started for nothing.
+    needs_listen(&config, args.stdio)?;
     for warning in config.warnings() {
         eprintln!("gateway: warning: {}", crate::text::one_line(&warning));
     }
