@@ -116,6 +116,20 @@ pub enum Error {
         address: SocketAddr,
     },
 
+    /// [`router`](crate::front::router) was given a bound address that is
+    /// not loopback, and the config does not set `listen.public`: an
+    /// application listening beyond the machine must say so in the config,
+    /// as `serve` must.
+    #[error(
+        "the gateway's router was given {address}, which is not a loopback address; set \
+         `listen.public = true` in the config to serve beyond this machine (and keep its tokens \
+         secret)"
+    )]
+    RouterNotLoopback {
+        /// The address the application listens on.
+        address: SocketAddr,
+    },
+
     /// An address that could not be bound: `KEY: cannot listen on ADDRESS:
     /// WHY`.
     #[error("{key}: cannot listen on {address}: {error}")]

@@ -77,6 +77,17 @@ trusted = true
     // The application: its own route, and the gateway's `/mcp` beside it.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let bound: SocketAddr = listener.local_addr().unwrap();
+    // An address beyond the machine needs `listen.public`.
+    let unspecified: SocketAddr = ([0, 0, 0, 0], bound.port()).into();
+    let refused = router(gateway.clone(), unspecified).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "the gateway's router was given {unspecified}, which is not a loopback address; set \
+             `listen.public = true` in the config to serve beyond this machine (and keep its \
+             tokens secret)"
+        )
+    );
     let app = axum::Router::new()
         .route("/health", axum::routing::get(|| async { "ok" }))
         .merge(router(gateway.clone(), bound).unwrap());

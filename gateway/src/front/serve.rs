@@ -73,9 +73,15 @@ pub async fn serve_stdio(
 ///
 /// # Errors
 ///
+/// [`Error::RouterNotLoopback`] when `bound` is not a loopback address
+/// and the config does not set `listen.public` (the transport spec: "When
+/// running locally, servers SHOULD bind only to localhost");
 /// [`Error::AllowOrigin`] for a `listen.allow_origins` entry that is not an
 /// origin.
 pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, Error> {
+    if !gateway.config.listen.public && !bound.ip().is_loopback() {
+        return Err(Error::RouterNotLoopback { address: bound });
+    }
     let mut guard = HttpGuard::for_address(bound);
     for origin in &gateway.config.listen.allow_origins {
         guard = guard
