@@ -1562,6 +1562,44 @@ fn shell(command: &str, env: &[(&str, &str)]) -> std::process::Output {
     shell.output().unwrap()
 }
 
+/// Without an admin endpoint the gateway does not print a command that
+/// could reach nothing: it says none is served, and the call expires by
+/// its rule.
+#[test]
+fn a_call_parked_without_an_admin_endpoint_says_none_is_served_and_expires() {
+    let dir = scratch("parked-without-admin");
+    let extra = r#"[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "count"
+timeout_secs = 1
+"#;
+    let gateway = Arc::new(Gateway::start(&dir, &fx_config(&dir, &[], extra)));
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
+        })
+    };
+    let line = stderr_line(&gateway, "is parked for approval: ");
+    assert!(
+        line.contains(
+            "is parked for approval: this gateway serves no admin endpoint (`listen.admin_http` \
+             and `[admin]`), so only the application (`Gateway::approvals`) can decide call "
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("mcp-hints gateway approve"), "{line}");
+    let session = client.join().unwrap();
+    let result = &session["results"][0];
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        text(result).starts_with("`fx__count` was not approved within 1 s, so it expired"),
+        "{result}"
+    );
+    assert_eq!(executions(&dir), 0);
+}
+
 #[test]
 fn the_approve_command_the_gateway_prints_runs_as_printed() {
     let dir = scratch("approve-as-printed");

@@ -304,8 +304,8 @@ impl Front {
             call_id = %id,
             %tool,
             drift = %what,
-            "call {id} of drifted tool `{tool}` is parked: {what}; {} approves the new \
-             definition",
+            "call {id} of drifted tool `{tool}` is parked: {what}; to approve the new \
+             definition: {}",
             self.gateway.approve_command(id)
         );
         let parking = Parking {

@@ -261,19 +261,25 @@ impl Gateway {
         })
     }
 
-    /// `mcp-hints gateway approve ID ...` for the call `id`, as an approver
-    /// can run it: with `--config PATH` when the config names the admin
-    /// endpoint's port, else `--admin URL`.
+    /// How an approver decides the parked call `id`: `mcp-hints gateway
+    /// approve ID --config PATH` (or `--admin URL` when the config does not
+    /// name the admin endpoint's port) once an admin endpoint is served
+    /// ([`serve_admin`](super::serve_admin)); else that none is, and what
+    /// decides it then.
     pub(super) fn approve_command(&self, id: &str) -> String {
-        let flag = self.admin_flag.get().cloned().unwrap_or_else(|| {
-            let path =
-                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
-            format!(
-                "--config {}",
-                mcp_hints_core::escape::shell_word(&path.to_string_lossy())
-            )
-        });
-        format!("mcp-hints gateway approve {id} {flag}")
+        match self.admin_flag.get() {
+            Some(flag) => format!("mcp-hints gateway approve {id} {flag}"),
+            None if self.config.state.redis.is_some() => format!(
+                "this gateway serves no admin endpoint (`listen.admin_http` and `[admin]`); \
+                 `mcp-hints gateway approve {id}` at another replica's, or the application \
+                 (`Gateway::approvals`), decides it"
+            ),
+            None => format!(
+                "this gateway serves no admin endpoint (`listen.admin_http` and `[admin]`), so \
+                 only the application (`Gateway::approvals`) can decide call {id}; else it \
+                 expires by its rule"
+            ),
+        }
     }
 
     /// `(upstream, tool)` of every tool its upstreams last listed, by the
