@@ -653,7 +653,8 @@ impl Reader<'_> {
                 "https" => None,
                 "http" if is_loopback_host(&url) => None,
                 "http" => Some(
-                    "`http` is only for a loopback host (127.0.0.1, [::1], localhost): use                      `https`"
+                    "`http` is only for a loopback host (127.0.0.1, [::1], localhost): use \
+                     `https`"
                         .to_owned(),
                 ),
                 _ => Some("the scheme must be `https`".to_owned()),
@@ -704,7 +705,8 @@ impl Reader<'_> {
                 scope.span(),
                 key,
                 format!(
-                    "`{}` is not a scope: one or more visible ASCII characters, without spaces,                      `\"` or `\\` (RFC 6749 §3.3)",
+                    "`{}` is not a scope: one or more visible ASCII characters, without spaces, \
+                     `\"` or `\\` (RFC 6749 §3.3)",
                     mcp_hints_core::escape::shown(text)
                 ),
             );
