@@ -1082,7 +1082,9 @@ fn auth_urls_are_https_unless_loopback_and_each_problem_is_named() {
          `https://issuer.example.com`"
     );
     assert_eq!(
-        problem(&format!("{LOG}[auth]\nissuer = \"https://as.example.com\"\n")),
+        problem(&format!(
+            "{LOG}[auth]\nissuer = \"https://as.example.com\"\n"
+        )),
         "/etc/gw/gateway.toml:3:1: auth.audience: required, but missing"
     );
 }
