@@ -181,6 +181,9 @@ pub struct CallScope<'a> {
     pub tool: &'a str,
     /// The caller's principal (`local` over stdio).
     pub principal: &'a str,
+    /// The scopes of the caller's OAuth token (`[auth]`); empty for a
+    /// `[[client]]` token and over stdio.
+    pub scopes: &'a [String],
     /// The tool's effective hints: the server's, under the operator's
     /// `[[assert]]`s.
     pub hints: &'a EffectiveHints,
@@ -300,7 +303,8 @@ impl Policy {
     /// What the rules say of `call`.
     ///
     /// A rule matches when its `upstream`, `tool` and `principal` globs
-    /// match and every `when` predicate holds ([`EffectiveHints::holds`]).
+    /// match, the call's token holds its `scope` (when it names one), and
+    /// every `when` predicate holds ([`EffectiveHints::holds`]).
     /// Among the matching rules: any `deny` refuses; else any
     /// `require_approval` parks; else, when `rate_limit` rules match, the
     /// call is to be counted against each ([`Ruling::Count`]); else any
@@ -405,6 +409,10 @@ impl Policy {
             && tool_matches(&rule.tool, call.upstream, call.tool)
             && rule.principal.matches(call.principal)
             && rule
+                .scope
+                .as_ref()
+                .is_none_or(|scope| call.scopes.contains(scope))
+            && rule
                 .when
                 .iter()
                 .all(|predicate| call.hints.holds(predicate.hint) == predicate.holds)
@@ -413,7 +421,8 @@ impl Policy {
     /// Rule `rule` in words, for the audit log and refusals: `rule[2] (deny
     /// delete_* when destructive)`. The target is the tool glob, prefixed
     /// `UPSTREAM__` (as clients see names) unless the upstream glob is `*`;
-    /// then ` when P and Q`, ` for PRINCIPAL` (unless `*`), and the
+    /// then ` when P and Q`, ` for PRINCIPAL` (unless `*`), ` with scope
+    /// SCOPE` (when it names one), and the
     /// action's numbers: `, 10 per 60 s` or `, expires after 300 s as
     /// deny`. An index past the rules gives just `rule[N]`.
     pub fn describe(&self, rule: usize) -> String {
@@ -433,6 +442,10 @@ impl Policy {
         if config.principal.as_str() != "*" {
             text.push_str(" for ");
             text.push_str(config.principal.as_str());
+        }
+        if let Some(scope) = &config.scope {
+            text.push_str(" with scope ");
+            text.push_str(scope);
         }
         match config.action {
             RuleAction::RateLimit { limit, window } => {
@@ -508,6 +521,7 @@ mod tests {
             upstream,
             tool,
             principal,
+            scopes: &[],
             hints,
         }
     }
@@ -633,6 +647,51 @@ mod tests {
         assert_eq!(
             deny.decide(&call("notes", "list_notes", "alice", &hints), now),
             Verdict::Allow { rule: Some(0) }
+        );
+    }
+
+    #[test]
+    fn a_scoped_rule_matches_only_tokens_holding_its_scope() {
+        let policy = Policy::new(&config(
+            "[auth]\nissuer = \"https://issuer.example.com\"\naudience = \"https://gw.example.com/mcp\"\n\
+             [policy]\ndefault = \"deny\"\n\
+             [[rule]]\naction = \"allow\"\ntool = \"add_*\"\nscope = \"notes:write\"\n\
+             [[rule]]\naction = \"allow\"\ntool = \"list_*\"\nprincipal = \"carol@example.com\"\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        let writer = ["notes:read".to_owned(), "notes:write".to_owned()];
+        let reader = ["notes:read".to_owned()];
+        let scoped = |scopes| CallScope {
+            scopes,
+            ..call("notes", "add_note", "carol@example.com", &hints)
+        };
+        assert_eq!(
+            policy.decide(&scoped(&writer), now),
+            Verdict::Allow { rule: Some(0) }
+        );
+        // Without the scope the rule does not match: the default decides.
+        assert_eq!(
+            policy.decide(&scoped(&reader), now),
+            Verdict::Deny { rule: None }
+        );
+        // A static client's call and stdio's hold no scopes.
+        assert_eq!(
+            policy.decide(&call("notes", "add_note", "local", &hints), now),
+            Verdict::Deny { rule: None }
+        );
+        // With `[auth]`, a principal glob may name a principal no
+        // `[[client]]` has: tokens bring their own.
+        assert_eq!(
+            policy.decide(
+                &call("notes", "list_notes", "carol@example.com", &hints),
+                now
+            ),
+            Verdict::Allow { rule: Some(1) }
+        );
+        assert_eq!(
+            policy.describe(0),
+            "rule[0] (allow add_* with scope notes:write)"
         );
     }
 

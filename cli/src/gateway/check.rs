@@ -236,6 +236,9 @@ fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
         upstream: &tool.upstream,
         tool: &tool.tool,
         principal,
+        // The configured principals are `[[client]]`s and stdio's: no
+        // scopes, so a scoped rule is never theirs.
+        scopes: &[],
         hints: &tool.hints,
     };
     let verdict = match policy.rule(&call) {

@@ -61,8 +61,15 @@ pub const PYPI_SERVERS: [(&str, &str, &str); 2] = [
 ];
 
 /// (package, exact version) of the PyPI libraries: the MCP Python SDK,
-/// which the servers above run on too, and which serves 2026-07-28.
-pub const PYPI_LIBRARIES: [(&str, &str); 1] = [("mcp", "2.3.0")];
+/// which the servers above run on too, and which serves 2026-07-28; PyJWT
+/// and `cryptography`, which the fixture OAuth issuer
+/// (tests/fixtures/oauth_issuer.py) signs its tokens with (the SDK
+/// depends on both already: pinned here, the issuer's are known).
+pub const PYPI_LIBRARIES: [(&str, &str); 3] = [
+    ("mcp", "2.3.0"),
+    ("PyJWT", "2.15.1"),
+    ("cryptography", "50.0.2"),
+];
 
 /// Where the peers are installed, and fixtures and scratch files kept.
 pub fn root() -> PathBuf {

@@ -1,7 +1,7 @@
 //! The gateway's config file (TOML): its types, [`load`] and [`parse`].
 //!
 //! The format is the one in the README's "Gateway" section: `[gateway]`,
-//! `[listen]`, `[admin]`, `[[client]]`, `[log]`, `[lock]`, `[policy]`,
+//! `[listen]`, `[admin]`, `[[client]]`, `[auth]`, `[log]`, `[lock]`, `[policy]`,
 //! `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
 //! later is checked here, at start, and each problem is named with the file,
 //! line and column and the key path (`rule[2].limit`, indices from 0, as in
@@ -36,6 +36,7 @@ use mcp_hints::Hint;
 use serde::Deserialize;
 
 use self::span::position;
+pub(crate) use self::validate::is_loopback_host;
 use super::policy::Expiry;
 
 /// The defaults of the config file, in one place.
@@ -68,6 +69,25 @@ pub mod defaults {
 
     /// `[state] prefix` when absent.
     pub const STATE_PREFIX: &str = "mcp-hints-gateway";
+
+    /// `[auth] principal_claim` when absent: `sub`, the subject (RFC 9068
+    /// §2.2).
+    pub const PRINCIPAL_CLAIM: &str = "sub";
+    /// `[auth] clock_skew_secs` when absent: 60 s, how far the gateway's
+    /// clock may be from the issuer's before `exp` and `nbf` (RFC 7519
+    /// §4.1.4, §4.1.5) refuse a token.
+    pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
+    /// The largest `[auth] clock_skew_secs`: 600 s. A larger one would
+    /// keep an expired token alive for longer than clocks drift.
+    pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(600);
+    /// `[auth] jwks_max_age_secs` when absent: 5 minutes, how long the
+    /// issuer's keys are used before they are fetched again (so a key the
+    /// issuer retired stops verifying within it).
+    pub const JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+    /// `[auth] jwks_min_refresh_secs` when absent: 30 s, the least time
+    /// between two fetches of the keys, so that tokens naming unknown keys
+    /// cannot make the gateway hammer the issuer.
+    pub const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);
 }
 
 /// The whole config file, validated.
@@ -83,6 +103,9 @@ pub struct Config {
     /// `[[client]]`: bearer tokens and the principals they map to, in file
     /// order. Empty: no HTTP client is let in (stdio is principal `local`).
     pub clients: Vec<Client>,
+    /// `[auth]`: OAuth 2.1 access tokens from one issuer, beside the
+    /// `[[client]]` tokens; `None` when absent (only `[[client]]` tokens).
+    pub auth: Option<AuthConfig>,
     /// `[log]`: the audit log (required).
     pub log: LogConfig,
     /// `[lock]`: the drift lock; `None` when absent (no drift check).
@@ -144,9 +167,10 @@ impl Config {
                 }
             }
         }
-        if self.listen.http.is_some() && self.clients.is_empty() {
+        if self.listen.http.is_some() && self.clients.is_empty() && self.auth.is_none() {
             warnings.push(
-                "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401"
+                "`listen.http` is set but there is neither a `[[client]]` nor `[auth]`: every HTTP \
+                 request gets 401"
                     .to_owned(),
             );
         }
@@ -245,6 +269,45 @@ pub struct Client {
     /// From `token`, or the environment variable `token_env` names; unique
     /// among clients.
     pub token: Secret,
+}
+
+/// `[auth]`: the gateway as an OAuth 2.1 resource server (MCP
+/// authorization; RFC 9728 for its metadata, RFC 8414 for the issuer's,
+/// RFC 9068 for the tokens): an HTTP request whose bearer token is no
+/// `[[client]]`'s is let in when it is a JWT the issuer signed for this
+/// gateway, its principal read from a claim and its scopes kept for the
+/// rules that name one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// `issuer` (required): the authorization server's issuer identifier
+    /// (RFC 8414 §2), an `https` URL without query or fragment; `http`
+    /// only for a loopback host (`127.0.0.1`, `[::1]`, `localhost`), for
+    /// tests. Tokens must carry it as `iss`; its metadata must name it.
+    pub issuer: String,
+    /// `audience` (required): the gateway's resource identifier, the
+    /// canonical URL of its MCP endpoint as clients reach it
+    /// (`https://gateway.example.com/mcp`): `resource` in its Protected
+    /// Resource Metadata, the RFC 8707 `resource` clients ask tokens for,
+    /// and the `aud` every token must carry. `https`, or `http` for a
+    /// loopback host; no query or fragment.
+    pub audience: String,
+    /// `principal_claim` (default [`defaults::PRINCIPAL_CLAIM`]): the claim
+    /// whose string value is the caller's principal.
+    pub principal_claim: String,
+    /// `clock_skew_secs` (default [`defaults::CLOCK_SKEW`], at most
+    /// [`defaults::MAX_CLOCK_SKEW`]; 0 allowed): the leeway for `exp` and
+    /// `nbf`.
+    pub clock_skew: Duration,
+    /// `scopes` (default none): scopes every token must hold to reach the
+    /// endpoint at all; a token without one of them gets 403
+    /// `insufficient_scope` (RFC 6750 §3.1).
+    pub scopes: Vec<String>,
+    /// `jwks_max_age_secs` (default [`defaults::JWKS_MAX_AGE`]): how long
+    /// fetched keys are used before they are fetched again.
+    pub jwks_max_age: Duration,
+    /// `jwks_min_refresh_secs` (default [`defaults::JWKS_MIN_REFRESH`]):
+    /// the least time between two fetches of the keys.
+    pub jwks_min_refresh: Duration,
 }
 
 /// A secret: a token or a header value. Its `Debug` and `Display` print
@@ -453,9 +516,14 @@ pub struct RuleConfig {
     /// (`delete_*`) or as clients see them (`notes__delete_*`); either
     /// matches ([`policy::tool_matches`](super::policy::tool_matches)).
     pub tool: Pattern,
-    /// `principal` (default `*`): a glob over principals; it matches at
-    /// least one client's principal or `local`.
+    /// `principal` (default `*`): a glob over principals; without
+    /// `[auth]` it matches at least one client's principal or `local`
+    /// (with it, a token's principal can be any name).
     pub principal: Pattern,
+    /// `scope` (default none): the rule matches only calls whose OAuth
+    /// token (`[auth]`) holds this scope. `[[client]]` tokens and stdio
+    /// hold no scopes, so a scoped rule never matches them.
+    pub scope: Option<String>,
     /// `when` (default none): predicates over the effective hints; all must
     /// hold.
     pub when: Vec<Predicate>,

@@ -46,6 +46,19 @@ pub(super) struct RawClient {
     pub(super) token_env: Option<Spanned<String>>,
 }
 
+/// `[auth]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuth {
+    pub(super) issuer: Spanned<String>,
+    pub(super) audience: Spanned<String>,
+    pub(super) principal_claim: Option<Spanned<String>>,
+    pub(super) clock_skew_secs: Option<Spanned<u64>>,
+    pub(super) scopes: Option<Vec<Spanned<String>>>,
+    pub(super) jwks_max_age_secs: Option<Spanned<u64>>,
+    pub(super) jwks_min_refresh_secs: Option<Spanned<u64>>,
+}
+
 /// `[log]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +152,7 @@ pub(super) struct RawRule {
     pub(super) upstream: Option<Spanned<String>>,
     pub(super) tool: Option<Spanned<String>>,
     pub(super) principal: Option<Spanned<String>>,
+    pub(super) scope: Option<Spanned<String>>,
     pub(super) when: Option<Vec<Spanned<String>>>,
     pub(super) timeout_secs: Option<Spanned<u64>>,
     pub(super) on_expiry: Option<Spanned<Expiry>>,

@@ -276,7 +276,7 @@ fn unknown_keys_are_named_with_a_suggestion() {
             "{LOG}[[rule]]\naction = \"deny\"\n\n[[rule]]\naction = \"deny\"\ntol = \"x\"\n"
         )),
         "/etc/gw/gateway.toml:8:1: rule[1].tol: unknown key `tol` (did you mean `tool`?); \
-         this table takes `action`, `upstream`, `tool`, `principal`, `when`, `timeout_secs`, \
+         this table takes `action`, `upstream`, `tool`, `principal`, `scope`, `when`, `timeout_secs`, \
          `on_expiry`, `limit`, `window_secs`"
     );
     assert_eq!(
@@ -670,7 +670,8 @@ fn likely_mistakes_are_warned_of() {
         [
             "rule[0] requires approval, but `listen.admin_http` is not set: nobody can \
              approve, so its calls wait until they expire, then are denied",
-            "`listen.http` is set but there is no `[[client]]`: every HTTP request gets 401",
+            "`listen.http` is set but there is neither a `[[client]]` nor `[auth]`: every HTTP \
+             request gets 401",
         ]
     );
     assert!(
@@ -1016,4 +1017,98 @@ fn a_host_name_is_cut_and_sanitised_to_a_replica_name() {
         assert_eq!(replica_of_host(nothing), None, "{nothing:?}");
     }
     assert!(is_name(defaults::REPLICA, defaults::MAX_REPLICA_NAME));
+}
+
+#[test]
+fn auth_reads_with_its_defaults() {
+    let config = read(&format!(
+        "{LOG}[auth]\nissuer = \"https://issuer.example.com\"\naudience = \
+         \"https://gw.example.com/mcp\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.auth,
+        Some(AuthConfig {
+            issuer: "https://issuer.example.com".to_owned(),
+            audience: "https://gw.example.com/mcp".to_owned(),
+            principal_claim: "sub".to_owned(),
+            clock_skew: Duration::from_secs(60),
+            scopes: Vec::new(),
+            jwks_max_age: Duration::from_secs(300),
+            jwks_min_refresh: Duration::from_secs(30),
+        })
+    );
+    // A loopback issuer may be plain http, for tests.
+    let config = read(&format!(
+        "{LOG}[auth]\nissuer = \"http://127.0.0.1:9400\"\naudience = \
+         \"http://localhost:8787/mcp\"\nprincipal_claim = \"email\"\nclock_skew_secs = 0\n\
+         scopes = [\"mcp:tools\"]\njwks_max_age_secs = 2\njwks_min_refresh_secs = 1\n"
+    ))
+    .unwrap();
+    let auth = config.auth.unwrap();
+    assert_eq!(auth.principal_claim, "email");
+    assert_eq!(auth.clock_skew, Duration::ZERO);
+    assert_eq!(auth.scopes, ["mcp:tools"]);
+    assert_eq!(auth.jwks_min_refresh, Duration::from_secs(1));
+}
+
+#[test]
+fn auth_urls_are_https_unless_loopback_and_each_problem_is_named() {
+    assert_eq!(
+        problems(&format!(
+            "{LOG}[auth]\nissuer = \"http://issuer.example.com\"\naudience = \"ftp://gw/mcp\"\n\
+             clock_skew_secs = 601\nscopes = [\"a b\"]\nprincipal_claim = \"\"\n"
+        )),
+        [
+            "/etc/gw/gateway.toml:4:10: auth.issuer: `http://issuer.example.com` is not usable: \
+             `http` is only for a loopback host (127.0.0.1, [::1], localhost): use `https`; \
+             write it like `https://issuer.example.com`",
+            "/etc/gw/gateway.toml:5:12: auth.audience: `ftp://gw/mcp` is not usable: the scheme \
+             must be `https`; write it like `https://gateway.example.com/mcp`",
+            "/etc/gw/gateway.toml:6:19: auth.clock_skew_secs: must be at most 600 (seconds): a \
+             larger skew keeps expired tokens alive",
+            "/etc/gw/gateway.toml:7:11: auth.scopes[0]: `a b` is not a scope: one or more \
+             visible ASCII characters, without spaces, `\"` or `\\` (RFC 6749 §3.3)",
+            "/etc/gw/gateway.toml:8:19: auth.principal_claim: the claim's name is empty: give \
+             the claim that names the caller, like `sub`",
+        ]
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[auth]\nissuer = \"https://as.example.com/?tenant=1\"\naudience = \"https://gw/mcp\"\n"
+        )),
+        "/etc/gw/gateway.toml:4:10: auth.issuer: `https://as.example.com/?tenant=1` is not \
+         usable: it has a query (`?...`), which this URL may not; write it like \
+         `https://issuer.example.com`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[auth]\nissuer = \"https://as.example.com\"\n"
+        )),
+        "/etc/gw/gateway.toml:3:1: auth.audience: required, but missing"
+    );
+}
+
+#[test]
+fn a_rule_scope_needs_auth_and_auth_opens_the_principal_globs() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"allow\"\nscope = \"notes:write\"\n"
+        )),
+        "/etc/gw/gateway.toml:12:9: rule[0].scope: only OAuth tokens carry scopes: add an \
+         `[auth]` table, or the rule never matches"
+    );
+    let auth = "[auth]\nissuer = \"https://as.example.com\"\naudience = \"https://gw/mcp\"\n";
+    let config = read(&format!(
+        "{LOG}{auth}{UPSTREAMS}[[rule]]\naction = \"allow\"\nscope = \"notes:write\"\n\
+         principal = \"carol@*\"\n"
+    ))
+    .unwrap();
+    assert_eq!(config.rules[0].scope.as_deref(), Some("notes:write"));
+    assert_eq!(config.rules[0].principal.as_str(), "carol@*");
+    assert!(
+        config.warnings().is_empty(),
+        "`[auth]` lets HTTP clients in without a [[client]]: {:?}",
+        config.warnings()
+    );
 }

@@ -15,14 +15,14 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawAssert, RawClient, RawGateway, RawListen, RawLock, RawLog, RawPolicy,
-    RawRule, RawState, RawUpstream,
+    RawAction, RawAdmin, RawAssert, RawAuth, RawClient, RawGateway, RawListen, RawLock, RawLog,
+    RawPolicy, RawRule, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
-    Admin, Assert, Client, Config, DefaultAction, GatewayConfig, Listen, LockConfig, LogConfig,
-    PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig, UpstreamConfig,
-    UpstreamTransport, defaults, is_name,
+    Admin, Assert, AuthConfig, Client, Config, DefaultAction, GatewayConfig, Listen, LockConfig,
+    LogConfig, PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig,
+    UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
 
@@ -52,11 +52,12 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 11] = [
+const SECTIONS: [(&str, bool); 12] = [
     ("gateway", false),
     ("listen", false),
     ("admin", false),
     ("client", true),
+    ("auth", false),
     ("log", false),
     ("lock", false),
     ("policy", false),
@@ -124,6 +125,7 @@ impl Reader<'_> {
         };
         let admin = section("admin").map(|value| self.table::<RawAdmin>("admin", value));
         let clients = self.array::<RawClient>("client", section("client"));
+        let auth = section("auth").map(|value| self.table::<RawAuth>("auth", value));
         let log = match section("log") {
             Some(value) => self.table::<RawLog>("log", value),
             None => {
@@ -150,6 +152,7 @@ impl Reader<'_> {
             .enumerate()
             .map(|(index, raw)| raw.and_then(|(raw, span)| self.client(index, raw, span)))
             .collect();
+        let auth = auth.map(|raw| raw.and_then(|(raw, _)| self.auth(raw)));
         let log = log.map(|(raw, _)| LogConfig {
             path: self.resolve(raw.path.get_ref()),
             raw_arguments: raw.raw_arguments,
@@ -191,10 +194,15 @@ impl Reader<'_> {
             .map(|client| client.principal.clone())
             .chain([defaults::LOCAL_PRINCIPAL.to_owned()])
             .collect();
+        // With `[auth]` a token's principal can be any name: a principal
+        // glob is then not held to the configured ones.
+        let with_auth = section("auth").is_some();
         let rules: Vec<Option<RuleConfig>> = rules
             .into_iter()
             .enumerate()
-            .map(|(index, raw)| raw.and_then(|(raw, _)| self.rule(index, raw, &names, &principals)))
+            .map(|(index, raw)| {
+                raw.and_then(|(raw, _)| self.rule(index, raw, &names, &principals, with_auth))
+            })
             .collect();
         if let (Some(Some((_, Some(span)))), None) = (&listen, &admin) {
             self.at(
@@ -213,6 +221,7 @@ impl Reader<'_> {
             listen,
             admin: present(admin)?,
             clients: clients.into_iter().collect::<Option<_>>()?,
+            auth: present(auth)?,
             log: log?,
             lock: present(lock)?,
             policy: present(policy)?.unwrap_or_default(),
@@ -567,6 +576,142 @@ impl Reader<'_> {
                 .map(Spanned::into_inner)
                 .unwrap_or_default(),
         })
+    }
+
+    /// `[auth]`: an issuer and an audience that are URLs of the kinds
+    /// [`AuthConfig`] names, a principal claim that is not empty, a clock
+    /// skew up to [`defaults::MAX_CLOCK_SKEW`], scopes that are RFC 6749
+    /// scope tokens, and key timings from 1 s.
+    fn auth(&mut self, raw: RawAuth) -> Option<AuthConfig> {
+        let issuer = self.auth_url("auth.issuer", &raw.issuer, true);
+        let audience = self.auth_url("auth.audience", &raw.audience, false);
+        let principal_claim = match raw.principal_claim {
+            Some(claim) if claim.get_ref().is_empty() => {
+                self.at(
+                    claim.span(),
+                    "auth.principal_claim",
+                    "the claim's name is empty: give the claim that names the caller, like `sub`",
+                );
+                None
+            }
+            Some(claim) => Some(claim.into_inner()),
+            None => Some(defaults::PRINCIPAL_CLAIM.to_owned()),
+        };
+        let clock_skew = match raw.clock_skew_secs {
+            Some(secs) if Duration::from_secs(*secs.get_ref()) > defaults::MAX_CLOCK_SKEW => {
+                self.at(
+                    secs.span(),
+                    "auth.clock_skew_secs",
+                    format!(
+                        "must be at most {} (seconds): a larger skew keeps expired tokens alive",
+                        defaults::MAX_CLOCK_SKEW.as_secs()
+                    ),
+                );
+                None
+            }
+            Some(secs) => Some(Duration::from_secs(secs.into_inner())),
+            None => Some(defaults::CLOCK_SKEW),
+        };
+        let mut scopes = Some(Vec::new());
+        for (index, scope) in raw.scopes.into_iter().flatten().enumerate() {
+            let key = format!("auth.scopes[{index}]");
+            if self.scope(&key, &scope) {
+                if let Some(scopes) = &mut scopes {
+                    scopes.push(scope.into_inner());
+                }
+            } else {
+                scopes = None;
+            }
+        }
+        let jwks_max_age = match &raw.jwks_max_age_secs {
+            Some(secs) => self.seconds("auth.jwks_max_age_secs", secs),
+            None => Some(defaults::JWKS_MAX_AGE),
+        };
+        let jwks_min_refresh = match &raw.jwks_min_refresh_secs {
+            Some(secs) => self.seconds("auth.jwks_min_refresh_secs", secs),
+            None => Some(defaults::JWKS_MIN_REFRESH),
+        };
+        Some(AuthConfig {
+            issuer: issuer?,
+            audience: audience?,
+            principal_claim: principal_claim?,
+            clock_skew: clock_skew?,
+            scopes: scopes?,
+            jwks_max_age: jwks_max_age?,
+            jwks_min_refresh: jwks_min_refresh?,
+        })
+    }
+
+    /// An `[auth]` URL at `key`: `https`, or `http` with a loopback host;
+    /// no query or fragment (RFC 8414 §2 for an issuer; an audience is
+    /// the base of the gateway's metadata URL, RFC 9728 §3.1).
+    fn auth_url(&mut self, key: &str, value: &Spanned<String>, issuer: bool) -> Option<String> {
+        let text = value.get_ref();
+        let why = match reqwest::Url::parse(text) {
+            Err(error) => Some(format!("not a URL ({error})")),
+            Ok(url) => match url.scheme() {
+                "https" => None,
+                "http" if is_loopback_host(&url) => None,
+                "http" => Some(
+                    "`http` is only for a loopback host (127.0.0.1, [::1], localhost): use \
+                     `https`"
+                        .to_owned(),
+                ),
+                _ => Some("the scheme must be `https`".to_owned()),
+            }
+            .or_else(|| {
+                if url.host_str().is_none_or(str::is_empty) {
+                    Some("it names no host".to_owned())
+                } else if url.fragment().is_some() {
+                    Some("it has a fragment (`#...`), which this URL may not".to_owned())
+                } else if url.query().is_some() {
+                    Some("it has a query (`?...`), which this URL may not".to_owned())
+                } else {
+                    None
+                }
+            }),
+        };
+        match why {
+            Some(why) => {
+                let like = if issuer {
+                    "`https://issuer.example.com`"
+                } else {
+                    "`https://gateway.example.com/mcp`"
+                };
+                self.at(
+                    value.span(),
+                    key,
+                    format!(
+                        "`{}` is not usable: {why}; write it like {like}",
+                        mcp_hints_core::escape::shown(text)
+                    ),
+                );
+                None
+            }
+            None => Some(text.clone()),
+        }
+    }
+
+    /// Whether `scope` at `key` is one RFC 6749 §3.3 scope token (visible
+    /// ASCII but `"` and `\\`, no space); a problem recorded when not.
+    fn scope(&mut self, key: &str, scope: &Spanned<String>) -> bool {
+        let text = scope.get_ref();
+        let ok = !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b));
+        if !ok {
+            self.at(
+                scope.span(),
+                key,
+                format!(
+                    "`{}` is not a scope: one or more visible ASCII characters, without spaces, \
+                     `\"` or `\\` (RFC 6749 §3.3)",
+                    mcp_hints_core::escape::shown(text)
+                ),
+            );
+        }
+        ok
     }
 
     fn admin(&mut self, raw: RawAdmin, span: Range<usize>) -> Option<Admin> {
@@ -963,9 +1108,24 @@ impl Reader<'_> {
         raw: RawRule,
         upstreams: &[String],
         principals: &[String],
+        with_auth: bool,
     ) -> Option<RuleConfig> {
         let path = format!("rule[{index}]");
         let mut ok = self.keys_fit_action(&path, &raw);
+        let scope = match raw.scope.clone() {
+            Some(scope) if !with_auth => {
+                self.at(
+                    scope.span(),
+                    format!("{path}.scope"),
+                    "only OAuth tokens carry scopes: add an `[auth]` table, or the rule never \
+                     matches",
+                );
+                None
+            }
+            Some(scope) if !self.scope(&format!("{path}.scope"), &scope) => None,
+            Some(scope) => Some(Some(scope.into_inner())),
+            None => Some(None),
+        };
         let upstream = self.glob(
             &format!("{path}.upstream"),
             raw.upstream.as_ref(),
@@ -975,7 +1135,7 @@ impl Reader<'_> {
         let principal = self.glob(
             &format!("{path}.principal"),
             raw.principal.as_ref(),
-            Some(("principal", principals)),
+            (!with_auth).then_some(("principal", principals)),
         );
         let mut when = Vec::new();
         for (position, text) in raw.when.iter().flatten().enumerate() {
@@ -993,6 +1153,7 @@ impl Reader<'_> {
             upstream: upstream?,
             tool: tool?,
             principal: principal?,
+            scope: scope?,
             when,
         };
         ok.then_some(rule)
@@ -1104,6 +1265,19 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Whether `url`'s host is loopback: `localhost`, or an address in
+/// 127.0.0.0/8 or `::1`.
+pub(crate) fn is_loopback_host(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 /// An optional table: absent (`None`) is `Some(None)`; present and valid

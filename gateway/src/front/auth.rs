@@ -1,5 +1,6 @@
 //! Who is calling, over HTTP: [`BearerAuthLayer`] maps a client's bearer
-//! token to its [`Principal`], and [`SessionOwnershipLayer`] keeps each
+//! token to its [`Principal`] (a `[[client]]`'s, or with `[auth]` an
+//! access token's, verified in `oauth`), and [`SessionOwnershipLayer`] keeps each
 //! streamable-HTTP session to the principal that created it. [`router`]
 //! puts both in front of the HTTP guard and rmcp, in that order.
 //!
@@ -21,6 +22,9 @@ use serde_json::json;
 use tower::Layer;
 
 use super::Gateway;
+use super::oauth::Refusal;
+#[cfg(doc)]
+use super::oauth::ResourceServer;
 use crate::Error;
 use crate::state::SharedState;
 
@@ -30,17 +34,40 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ResponseFuture<E> = Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>;
 
 /// The principal of an HTTP request, put in its extensions by the
-/// authentication layer once its bearer token matched a `[[client]]`.
+/// authentication layer once its bearer token matched a `[[client]]` or
+/// was an access token of the `[auth]` issuer.
 #[derive(Clone, Debug)]
-pub(crate) struct Principal(pub(crate) Arc<str>);
+pub(crate) struct Principal {
+    /// The `[[client]]`'s `principal`, or the token's principal claim.
+    pub(crate) name: Arc<str>,
+    /// The scopes of an OAuth access token (its `scope` claim); none for a
+    /// `[[client]]` token.
+    pub(crate) scopes: Arc<[String]>,
+}
+
+impl Principal {
+    /// A principal with no scopes: a `[[client]]`'s, or stdio's.
+    pub(crate) fn unscoped(name: &str) -> Principal {
+        Principal {
+            name: Arc::from(name),
+            scopes: Arc::from([]),
+        }
+    }
+}
 
 /// The bearer-token check in front of the HTTP guard and rmcp: a request
 /// whose `Authorization: Bearer TOKEN` matches a `[[client]]` of the
-/// gateway's config goes on with its [`Principal`] in its extensions; any
-/// other gets 401 with `WWW-Authenticate: Bearer realm="mcp"` and a JSON
-/// `{"error": ...}` body, before its headers or body are read further (so
-/// that, without a token, no answer tells a live session id from an
-/// unknown one, nor a sound body from a bad one).
+/// gateway's config goes on with its [`Principal`] in its extensions;
+/// with `[auth]`, so does one whose token is an access token the
+/// [`ResourceServer`] verifies (its principal and scopes from the token),
+/// and any other is answered as [`ResourceServer::refused`] says (401 with
+/// `WWW-Authenticate: Bearer realm="mcp", resource_metadata="URL"` and,
+/// for a bad token, `error="invalid_token"`; 403 `insufficient_scope`).
+/// Without `[auth]` any other gets 401 with `WWW-Authenticate: Bearer
+/// realm="mcp"` and a JSON `{"error": ...}` body. Either way before its
+/// headers or body are read further (so that, without a token, no answer
+/// tells a live session id from an unknown one, nor a sound body from a
+/// bad one).
 #[derive(Clone)]
 pub(super) struct BearerAuthLayer {
     gateway: Arc<Gateway>,
@@ -72,6 +99,7 @@ pub(super) struct BearerAuth<S> {
 }
 
 impl<S> BearerAuth<S> {
+    /// The `[[client]]` principal whose token `headers` carry.
     fn principal(&self, headers: &HeaderMap) -> Option<Arc<str>> {
         let token = bearer(headers)?;
         // Every client is compared (in constant time each), so the time
@@ -96,6 +124,8 @@ where
     S::Error: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
+    // The request waits in the future while an access token is verified.
+    B: Send + 'static,
 {
     type Response = Response;
     type Error = S::Error;
@@ -106,7 +136,14 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let Some(principal) = self.principal(request.headers()) else {
+        if let Some(principal) = self.principal(request.headers()) {
+            request
+                .extensions_mut()
+                .insert(Principal::unscoped(&principal));
+            let answer = self.inner.call(request);
+            return Box::pin(async move { Ok(answer.await?.map(axum::body::Body::new)) });
+        }
+        let Some(oauth) = self.gateway.oauth.clone() else {
             let message = if bearer(request.headers()).is_some() {
                 "the bearer token matches no [[client]] of the gateway"
             } else {
@@ -114,9 +151,22 @@ where
             };
             return Box::pin(std::future::ready(Ok(unauthorized("mcp", message))));
         };
-        request.extensions_mut().insert(Principal(principal));
-        let answer = self.inner.call(request);
-        Box::pin(async move { Ok(answer.await?.map(axum::body::Body::new)) })
+        let Some(token) = bearer(request.headers()).map(str::to_owned) else {
+            return Box::pin(std::future::ready(Ok(oauth.refused(&Refusal::Missing))));
+        };
+        // The inner service that was polled ready goes into the future; a
+        // clone stays for the next request (tower's `Service` contract).
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        Box::pin(async move {
+            match oauth.verify(&token).await {
+                Ok(principal) => {
+                    request.extensions_mut().insert(principal);
+                    Ok(inner.call(request).await?.map(axum::body::Body::new))
+                }
+                Err(refusal) => Ok(oauth.refused(&refusal)),
+            }
+        })
     }
 }
 
@@ -271,7 +321,10 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let Some(Principal(principal)) = request.extensions().get::<Principal>().cloned() else {
+        let Some(Principal {
+            name: principal, ..
+        }) = request.extensions().get::<Principal>().cloned()
+        else {
             return Box::pin(std::future::ready(Ok(unauthorized("mcp", NO_TOKEN))));
         };
         // A session is used only by the principal that created it; an id
@@ -539,7 +592,7 @@ mod tests {
         let mut request = http::Request::new(axum::body::Body::empty());
         request
             .extensions_mut()
-            .insert(Principal(Arc::from(principal)));
+            .insert(Principal::unscoped(principal));
         if let Some(id) = session {
             let value = HeaderValue::from_bytes(id).unwrap();
             request.headers_mut().insert(SESSION_ID_HEADER, value);

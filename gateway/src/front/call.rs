@@ -18,8 +18,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
 
-use super::Front;
 use super::catalogue::Listed;
+use super::{Front, Principal};
 use crate::approval::{Approvals, Drift, DriftLock, Parked, Resolution};
 use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
@@ -92,6 +92,9 @@ struct Call {
     listed: Arc<Listed>,
     record: CallRecord,
     arguments: JsonObject,
+    /// The scopes of the caller's OAuth token, for the rules that name
+    /// one; none for a `[[client]]` token and stdio.
+    scopes: Arc<[String]>,
 }
 
 /// The policy's verdict on a call, with the audit log's words for it.
@@ -134,7 +137,7 @@ impl Front {
     pub(super) async fn call(
         &self,
         request: CallToolRequestParams,
-        principal: &str,
+        principal: &Principal,
         context: &RequestContext<RoleServer>,
     ) -> Answer {
         match self.steps(request, principal, context).await {
@@ -147,10 +150,11 @@ impl Front {
     async fn steps(
         &self,
         request: CallToolRequestParams,
-        principal: &str,
+        principal: &Principal,
         context: &RequestContext<RoleServer>,
     ) -> Step<Answer> {
-        let call = self.resolve(request, principal).await?;
+        let mut call = self.resolve(request, &principal.name).await?;
+        call.scopes = principal.scopes.clone();
         // Boxed, like every wait for an approver below: the common path's
         // future stays small, and rmcp moves it whole into each request's
         // task.
@@ -206,6 +210,7 @@ impl Front {
             listed,
             record,
             arguments,
+            scopes: Arc::from([]),
         })
     }
 
@@ -393,6 +398,7 @@ impl Front {
             upstream: &call.listed.upstream.name,
             tool: &call.listed.tool,
             principal: &call.record.principal,
+            scopes: &call.scopes,
             hints: &call.listed.hints,
         };
         let (verdict, degraded) = match policy.rule(&scope) {
@@ -678,6 +684,7 @@ impl Front {
             listed,
             record,
             arguments,
+            ..
         } = call;
         let upstream = &listed.upstream;
         let client = match upstream.client() {

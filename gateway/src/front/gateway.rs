@@ -188,6 +188,9 @@ pub struct Gateway {
     /// else a call comes to depend on adds its own [`Probe`] here, in
     /// [`Gateway::open`].
     pub(crate) readiness: Vec<Arc<dyn Probe>>,
+    /// `[auth]`'s resource server: access tokens verified against the
+    /// issuer's keys; `None` without `[auth]`.
+    pub(super) oauth: Option<Arc<super::oauth::ResourceServer>>,
 }
 
 impl Gateway {
@@ -225,6 +228,7 @@ impl Gateway {
             );
         }
         let policy = Policy::new(&config);
+        let oauth = super::oauth::ResourceServer::new(&config);
         let groups = ProcessGroups::new();
         let (upstreams, catalogue, left_out, receiver) =
             start_upstreams(&config, &groups, &(state.clone() as Arc<dyn SharedState>)).await?;
@@ -258,6 +262,7 @@ impl Gateway {
             sessions_end: CancellationToken::new(),
             metrics,
             readiness,
+            oauth,
         })
     }
 

@@ -1,7 +1,8 @@
 //! What the gateway's clients talk to: an rmcp [`ServerHandler`] serving
 //! every upstream's tools, namespaced, with all four hints explicit; its
 //! streamable HTTP endpoint (bearer tokens mapped to principals, checked
-//! first; each session kept to the principal that created it; then Origin
+//! first: a `[[client]]`'s, or an OAuth access token of the `[auth]`
+//! issuer, whose Protected Resource Metadata it serves beside `/mcp`; each session kept to the principal that created it; then Origin
 //! and bodies checked by [`HttpGuard`](mcp_hints::wire::HttpGuard), Host
 //! by rmcp) and its stdio endpoint (principal `local`); and the admin
 //! endpoint where approvers see and decide parked calls, its metrics are
@@ -15,6 +16,7 @@
 //! | `call` | one `tools/call`, step by step |
 //! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
 //! | `auth` | bearer tokens to principals; each session kept to its principal |
+//! | `oauth` | `[auth]`: the Protected Resource Metadata, the issuer's keys, access tokens verified |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls, Prometheus scrapes the metrics, and probes ask for health and readiness |
 //!
 //! # A call, in order
@@ -62,6 +64,7 @@ mod auth;
 mod call;
 mod catalogue;
 mod gateway;
+mod oauth;
 mod serve;
 
 use std::sync::{Arc, PoisonError};
@@ -88,7 +91,7 @@ pub use crate::upstream::{StopOnDrop, UNAVAILABLE_META_KEY};
 #[derive(Clone)]
 pub(crate) struct Front {
     gateway: Arc<Gateway>,
-    principal: Option<Arc<str>>,
+    principal: Option<Principal>,
 }
 
 impl Front {
@@ -96,7 +99,9 @@ impl Front {
     pub(crate) fn stdio(gateway: Arc<Gateway>) -> Front {
         Front {
             gateway,
-            principal: Some(Arc::from("local")),
+            principal: Some(Principal::unscoped(
+                crate::config::defaults::LOCAL_PRINCIPAL,
+            )),
         }
     }
 
@@ -109,7 +114,7 @@ impl Front {
         }
     }
 
-    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Arc<str>> {
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Principal> {
         if let Some(principal) = &self.principal {
             return Some(principal.clone());
         }
@@ -117,7 +122,7 @@ impl Front {
             .extensions
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
-            .map(|principal| principal.0.clone())
+            .cloned()
     }
 }
 

@@ -60,11 +60,16 @@ pub async fn serve_stdio(
 /// The gateway's MCP endpoint as an axum [`Router`](axum::Router) serving
 /// `/mcp`, for an application to serve or to merge into its own router:
 /// the bearer-token check first (401 for any request without a client's
-/// token, before anything else is looked at), then the HTTP guard (403 for
+/// token or, with `[auth]`, a valid access token, before anything else is
+/// looked at), then the HTTP guard (403 for
 /// a foreign `Origin`, 404, 400 and 413), then rmcp's streamable HTTP
 /// service, which checks `Host` against loopback names and `bound`, the
 /// address the application listens on (DNS rebinding; streamable HTTP
-/// transport, "Security Warning"). Its sessions end with
+/// transport, "Security Warning"). With `[auth]` it also serves the
+/// Protected Resource Metadata (RFC 9728) with `GET` at
+/// `/.well-known/oauth-protected-resource` and, for an audience with a
+/// path (`https://host/mcp`), at that path after it
+/// (`/.well-known/oauth-protected-resource/mcp`), without a token. Its sessions end with
 /// [`Gateway::end_sessions`].
 ///
 /// Set `TCP_NODELAY` on the connections that reach it (see [`serve_http`]'s
@@ -114,8 +119,21 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
         &gateway.config.gateway.replica,
     )
     .layer(guarded);
+    let oauth = gateway.oauth.clone();
     let authenticated = BearerAuthLayer::new(gateway).layer(owned);
-    Ok(axum::Router::new().nest_service("/mcp", authenticated))
+    let mut router = axum::Router::new().nest_service("/mcp", authenticated);
+    // `[auth]`'s Protected Resource Metadata, which needs no token: it is
+    // how a client learns where to get one (RFC 9728 §3).
+    if let Some(oauth) = oauth {
+        for path in oauth.metadata_paths() {
+            let oauth = oauth.clone();
+            router = router.route(
+                &path,
+                axum::routing::get(move || async move { oauth.metadata_response() }),
+            );
+        }
+    }
+    Ok(router)
 }
 
 /// Serves [`router`] at `http://ADDRESS/mcp` until `stop` resolves (the
