@@ -867,6 +867,25 @@ fn http_answers_401_before_anything_else_without_a_clients_token() {
             assert!(answer.contains("\"code\":-32700"), "{headers:?}: {answer}");
         }
     }
+    // A client's token beside another `Authorization`, in either order:
+    // neither is taken, and the answer says why.
+    for pair in [
+        [bearer.as_str(), "Bearer not-a-token"],
+        ["Basic eDp5", bearer.as_str()],
+    ] {
+        let mut headers = json.to_vec();
+        headers.extend(pair.iter().map(|value| ("Authorization", *value)));
+        let answer = raw_request(&address, "POST", &headers, b"{}");
+        assert!(answer.starts_with("HTTP/1.1 400"), "{pair:?}: {answer}");
+        assert!(
+            answer.contains("www-authenticate: Bearer realm=\"mcp\", error=\"invalid_request\""),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("the request has more than one `Authorization` header"),
+            "{answer}"
+        );
+    }
 }
 
 #[test]

@@ -136,6 +136,15 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if request
+            .headers()
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .count()
+            > 1
+        {
+            return Box::pin(std::future::ready(Ok(two_authorizations("mcp"))));
+        }
         if let Some(principal) = self.principal(request.headers()) {
             request
                 .extensions_mut()
@@ -515,14 +524,44 @@ fn not_found(error: &Error) -> Response {
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header, if that is what
-/// `headers` has (the scheme without case, RFC 7235).
+/// `headers` has (the scheme without case, RFC 7235); `None` for two
+/// `Authorization` headers or more, which name no one token (RFC 9110
+/// §5.3: a field that is not a list is sent once).
 pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.to_str().ok()?;
+    if values.next().is_some() {
+        return None;
+    }
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
         .filter(|token| !token.is_empty())
+}
+
+/// The answer to a request with more than one `Authorization` header:
+/// 400, `WWW-Authenticate: Bearer realm="REALM", error="invalid_request"`
+/// (RFC 6750 §3.1: a request that carries its token more than once), and
+/// a JSON `{"error": ...}` body. Neither token is looked at.
+pub(super) fn two_authorizations(realm: &str) -> Response {
+    let body = json!({
+        "error": "the request has more than one `Authorization` header; send one, \
+                  `Authorization: Bearer TOKEN`"
+    })
+    .to_string();
+    let mut response = (StatusCode::BAD_REQUEST, body).into_response();
+    let headers = response.headers_mut();
+    if let Ok(challenge) = HeaderValue::from_str(&format!(
+        "Bearer realm=\"{realm}\", error=\"invalid_request\""
+    )) {
+        headers.insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// A 401 for `realm` with a JSON `{"error": message}` body.
@@ -555,6 +594,16 @@ mod tests {
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(bearer(&headers), None);
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
+        // Two headers name no one token, whichever comes first.
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        headers.append(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer xyz"),
+        );
         assert_eq!(bearer(&headers), None);
     }
 
