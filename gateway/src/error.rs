@@ -355,11 +355,14 @@ impl Error {
 
 /// The JSON-RPC error of `error`: [`Error::code`], its `Display` as the
 /// message, and as the data `{"tool": NAME}` for [`Error::UnknownTool`]
+/// (the name cut to [`escape::MAX_SHOWN`] characters)
 /// and `{"replica": NAME}` for [`Error::SessionElsewhere`].
 impl From<&Error> for ErrorData {
     fn from(error: &Error) -> ErrorData {
         let data = match error {
-            Error::UnknownTool { name } => Some(json!({ "tool": name })),
+            // Cut as the message cuts it: a client's name of any length
+            // is not echoed back whole.
+            Error::UnknownTool { name } => Some(json!({ "tool": escape::cut(name) })),
             Error::SessionElsewhere { opened_by, .. } => Some(json!({ "replica": opened_by })),
             _ => None,
         };
@@ -387,6 +390,12 @@ mod tests {
             "unknown tool `x`: the gateway serves `UPSTREAM__TOOL` names from tools/list"
         );
         assert_eq!(unknown.data, Some(json!({ "tool": "x" })));
+        let long = "y".repeat(100_000);
+        let cut = ErrorData::from(&Error::UnknownTool { name: long });
+        let echoed = cut.data.unwrap()["tool"].as_str().unwrap().to_owned();
+        assert_eq!(echoed.chars().count(), escape::MAX_SHOWN);
+        assert!(echoed.ends_with('…'));
+        assert!(cut.message.len() < 1_000, "{}", cut.message.len());
         let anonymous = ErrorData::from(&Error::NoPrincipal);
         assert_eq!(anonymous.code, ErrorCode::INVALID_REQUEST);
         assert_eq!(anonymous.data, None);
