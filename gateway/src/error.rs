@@ -294,24 +294,39 @@ pub enum NameProblem {
 impl fmt::Display for NameProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NameProblem::TooLong { name, length } => write!(
-                f,
-                "tool `{}` is {length} characters long once namespaced, over the {} a client \
-                 accepts; rename the upstream shorter",
-                escape::shown(name),
-                defaults::MAX_NAME_LEN
-            ),
+            NameProblem::TooLong { name, length } => {
+                let (upstream, tool) = crate::split(name).unwrap_or(("UPSTREAM", name));
+                write!(
+                    f,
+                    "tool `{}` is {length} characters long once namespaced, over the {} a \
+                     client accepts; rename the upstream shorter, or leave the tool out with \
+                     `exclude_tools = [\"{}\"]` in upstream `{}`",
+                    escape::shown(name),
+                    defaults::MAX_NAME_LEN,
+                    escape::shown(tool),
+                    escape::shown(upstream)
+                )
+            }
             NameProblem::Collide {
                 first,
                 second,
                 normalised,
-            } => write!(
-                f,
-                "tools `{}` and `{}` collide: both become `{normalised}` once a client replaces \
-                 the characters outside [A-Za-z0-9_-] with `_`; rename an upstream",
-                escape::shown(first),
-                escape::shown(second)
-            ),
+            } => {
+                // Always two tools of one upstream: upstream names are
+                // client-safe and end at the first `__`, so no renaming
+                // of an upstream tells them apart.
+                let (upstream, tool) = crate::split(second).unwrap_or(("UPSTREAM", second));
+                write!(
+                    f,
+                    "tools `{}` and `{}` collide: both become `{normalised}` once a client \
+                     replaces the characters outside [A-Za-z0-9_-] with `_`; leave one out with \
+                     `exclude_tools = [\"{}\"]` in upstream `{}`",
+                    escape::shown(first),
+                    escape::shown(second),
+                    escape::shown(tool),
+                    escape::shown(upstream)
+                )
+            }
         }
     }
 }
@@ -471,6 +486,12 @@ mod tests {
         };
         let text = error.to_string();
         assert!(text.starts_with("gateway.toml: tool `a__b` is 130 characters"));
-        assert!(text.contains("shorter\ntools `a__x.y` and `a__x_y` collide"));
+        assert!(
+            text.contains(
+                "rename the upstream shorter, or leave the tool out with `exclude_tools = \
+                 [\"b\"]` in upstream `a`\ntools `a__x.y` and `a__x_y` collide"
+            ),
+            "{text}"
+        );
     }
 }

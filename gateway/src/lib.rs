@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(
             error,
             "tools `a__x.y` and `a__x_y` collide: both become `a__x_y` once a client replaces \
-             the characters outside [A-Za-z0-9_-] with `_`; rename an upstream"
+             the characters outside [A-Za-z0-9_-] with `_`; leave one out with `exclude_tools = \
+             [\"x_y\"]` in upstream `a`"
         );
         assert!(check_names(["a__x", "b__x"]).is_ok());
     }

@@ -256,6 +256,15 @@ impl Upstream {
         }
     }
 
+    /// Whether its config's `exclude_tools` leave out its tool `tool` (its
+    /// own name).
+    pub(crate) fn excludes(&self, tool: &str) -> bool {
+        self.config
+            .exclude_tools
+            .iter()
+            .any(|glob| glob.matches(tool))
+    }
+
     /// Whether [`close`](Self::close) was called.
     pub(crate) fn closed(&self) -> bool {
         self.state().unavailable.as_deref() == Some(STOPPING)

@@ -35,7 +35,9 @@ struct Mounted {
     dir: std::path::PathBuf,
 }
 
-async fn mount(name: &str, rules: &str) -> Mounted {
+/// `note`: whether the upstream has its `note` tool beside `echo`;
+/// `extra` goes on after the `[[upstream]]` table's keys.
+async fn mount(name: &str, note: bool, extra: &str) -> Mounted {
     // The provider the gateway's HTTP upstream client installs too; the
     // test's own reqwest client is built before nothing else needs it.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -43,7 +45,7 @@ async fn mount(name: &str, rules: &str) -> Mounted {
     let calls = Arc::new(AtomicUsize::new(0));
     let upstream = Echo {
         calls: calls.clone(),
-        note: false,
+        note,
     };
     let upstream_url = serve_upstream(upstream, stop.clone()).await;
 
@@ -66,8 +68,7 @@ path = {log:?}
 name = "up"
 url = "{upstream_url}"
 trusted = true
-
-{rules}
+{extra}
 "#
     );
     std::fs::write(&config_path, &text).unwrap();
@@ -134,7 +135,7 @@ async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_
         calls,
         log,
         dir,
-    } = mount("mounted", "").await;
+    } = mount("mounted", false, "").await;
 
     let http = reqwest::Client::new();
     let health = http
@@ -203,7 +204,8 @@ async fn the_router_mounted_in_another_app_serves_a_real_client_beside_the_apps_
 async fn draining_denies_a_parked_call_and_ends_the_sessions_so_the_app_can_stop() {
     let mounted = mount(
         "mounted-drain",
-        "[[rule]]\naction = \"require_approval\"\ntool = \"echo\"\n",
+        false,
+        "\n[[rule]]\naction = \"require_approval\"\ntool = \"echo\"\n",
     )
     .await;
     // A session with a call parked for an approver: both hold the server
@@ -273,5 +275,32 @@ async fn draining_denies_a_parked_call_and_ends_the_sessions_so_the_app_can_stop
     );
 
     drop(client);
+    let _ = std::fs::remove_dir_all(&mounted.dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_its_upstream_excludes_is_neither_listed_nor_callable() {
+    let mounted = mount("mounted-exclude", true, "exclude_tools = [\"no*\"]\n").await;
+    let client = client_of(mounted.bound).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["up__echo"]);
+    let arguments = json!({"text": "left out"});
+    let Value::Object(arguments) = arguments else {
+        unreachable!("the literal is an object")
+    };
+    let refused = client
+        .call_tool(CallToolRequestParams::new("up__note").with_arguments(arguments))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("unknown tool `up__note`"),
+        "{refused}"
+    );
+    assert_eq!(mounted.calls.load(Ordering::SeqCst), 0);
+    client.cancel().await.unwrap();
+    mounted.stop.cancel();
+    let _ = tokio::time::timeout(BOUND, mounted.served).await;
+    mounted.gateway.shutdown().await;
     let _ = std::fs::remove_dir_all(&mounted.dir);
 }

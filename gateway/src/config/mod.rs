@@ -457,6 +457,12 @@ pub struct UpstreamConfig {
     /// `call_timeout_secs` (default [`defaults::CALL_TIMEOUT`]), at least
     /// 1 s.
     pub call_timeout: Duration,
+    /// `exclude_tools` (default none): globs of the upstream's own tool
+    /// names not to serve. A tool matching one is neither listed nor
+    /// callable, as if the upstream did not have it: a name that collides
+    /// with another of the same upstream's once a client normalises it, a
+    /// name too long once namespaced, a tool nobody should call.
+    pub exclude_tools: Vec<glob::Pattern>,
 }
 
 /// How an upstream is reached.

@@ -104,6 +104,7 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     pub(super) trusted: bool,
     pub(super) call_timeout_secs: Option<Spanned<u64>>,
+    pub(super) exclude_tools: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// One `[[assert]]`.

@@ -155,6 +155,7 @@ action = "allow"
             },
             trusted: true,
             call_timeout: Duration::from_secs(10),
+            exclude_tools: Vec::new(),
         }
     );
     let UpstreamTransport::Url { url, headers } = &config.upstreams[1].transport else {
@@ -638,6 +639,27 @@ fn upstream_names_are_checked_and_unique() {
         )),
         "/etc/gw/gateway.toml:12:8: upstream[2].name: `memory` is upstream[0]'s name too: each \
          upstream needs a name of its own"
+    );
+}
+
+#[test]
+fn an_upstream_excludes_tools_by_glob() {
+    let config = read(&format!(
+        "{LOG}[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nexclude_tools = [\"delete_*\", \"a.b\"]\n"
+    ))
+    .unwrap();
+    let globs: Vec<&str> = config.upstreams[0]
+        .exclude_tools
+        .iter()
+        .map(glob::Pattern::as_str)
+        .collect();
+    assert_eq!(globs, ["delete_*", "a.b"]);
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nexclude_tools = [\"ok\", \"[x\"]\n"
+        )),
+        "/etc/gw/gateway.toml:6:24: upstream[0].exclude_tools[1]: `[x` is not a glob: invalid \
+         range pattern (at character 0)"
     );
 }
 

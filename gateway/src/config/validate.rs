@@ -846,12 +846,24 @@ impl Reader<'_> {
                 self.url(&path, url, raw.headers)
             }
         };
+        let mut exclude_tools = Vec::new();
+        for (at, glob) in raw
+            .exclude_tools
+            .iter()
+            .flat_map(|globs| globs.get_ref().iter().enumerate())
+        {
+            match self.glob(&format!("{path}.exclude_tools[{at}]"), Some(glob), None) {
+                Some(pattern) => exclude_tools.push(pattern),
+                None => ok = false,
+            }
+        }
         let (transport, call_timeout) = (transport?, call_timeout?);
         ok.then(|| UpstreamConfig {
             name: raw.name.into_inner(),
             transport,
             trusted: raw.trusted,
             call_timeout,
+            exclude_tools,
         })
     }
 

@@ -59,6 +59,10 @@ impl Catalogue {
         for upstream in upstreams {
             let unavailable = upstream.unavailable();
             for tool in upstream.tools().iter() {
+                // Left out by the operator, who knows: said nowhere.
+                if upstream.excludes(&tool.name) {
+                    continue;
+                }
                 if let Some(problem) = name::problem(&tool.name) {
                     catalogue.left_out.insert(
                         (upstream.name.clone(), tool.name.to_string()),
