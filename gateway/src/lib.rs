@@ -20,6 +20,7 @@
 //! | [`policy`] | asserted hints and their sources, rules and which rate limits a call counts against |
 //! | [`state`] | what replicas share (rate-limit windows, parked calls, drift approvals), in this process or in Redis |
 //! | [`log`] | the audit log: its entries and its writer |
+//! | [`chain`] | the audit log's hash chain, checkpoints, rotated files and their verification |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
@@ -95,6 +96,7 @@
 //! [`front::served_tools`].
 
 pub mod approval;
+pub mod chain;
 pub mod config;
 mod error;
 pub mod front;
