@@ -494,6 +494,39 @@ fn last_object(mut file: File) -> std::io::Result<Option<Head>> {
     Ok(None)
 }
 
+/// Whether the writer may go on from `head`, the end of the log at `log`:
+/// an error saying why not when the copy of its last checkpoint
+/// ([`checkpoint_path`]) is not a checkpoint, names an entry past the
+/// log's end (the log was cut short), or is the log's last line and
+/// differs from it (that line was edited). Going on would bury the break
+/// under a new checkpoint and its copy.
+pub(crate) fn check_resume(log: &Path, head: &Head) -> Result<(), String> {
+    let copy = checkpoint_path(log);
+    let copy_shown = shown(&copy.to_string_lossy()).into_owned();
+    let advice = format!(
+        "run `mcp-hints gateway log --verify --log {}`, then move the log, its rotated files and \
+         {copy_shown} aside to start a new chain",
+        shown(&log.to_string_lossy())
+    );
+    match read_copy(log) {
+        None => Ok(()),
+        Some(Err(why)) => Err(format!(
+            "the copy of its last checkpoint, {copy_shown}, is not a checkpoint ({}); {advice}",
+            shown(&why)
+        )),
+        Some(Ok((seq, _))) if seq > head.seq => Err(format!(
+            "it ends at entry {}, but its last checkpoint ({copy_shown}) is entry {seq}: it was \
+             cut short; {advice}",
+            head.seq
+        )),
+        Some(Ok((seq, line))) if seq == head.seq && line_hash(&line) != head.hash => Err(format!(
+            "its last line, entry {seq}, differs from its last checkpoint's copy \
+             ({copy_shown}): it was edited; {advice}"
+        )),
+        Some(Ok(_)) => Ok(()),
+    }
+}
+
 /// Where a line is: its file and its number there (from 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct At {
@@ -773,6 +806,9 @@ pub struct Report {
     pub copy_matched: Option<u64>,
     /// The first thing wrong, if any.
     pub tampering: Option<Tampering>,
+    /// The last entry the chain vouches for: `head_seq` when intact, else
+    /// the last line before the first one wrong (0: none).
+    pub holds_to: u64,
 }
 
 /// One line read: where, and its bytes (without the newline).
@@ -1034,6 +1070,17 @@ pub fn verify(
         expected_prev = link.hash.clone();
         last = Some(link);
     }
+    // A line is vouched for by the line after it: an edited or inserted
+    // line was read (and counted) before the break showed.
+    report.holds_to = match &report.tampering {
+        Some(Tampering::Edited { seq, .. })
+        | Some(Tampering::Inserted {
+            seq: Some(seq),
+            foreign: false,
+            ..
+        }) => seq.saturating_sub(1).min(report.head_seq),
+        _ => report.head_seq,
+    };
     if report.tampering.is_some() {
         return Ok(report);
     }
@@ -1061,7 +1108,7 @@ pub fn verify(
 
 /// The copy of the last checkpoint beside `log`: its `seq` and its line,
 /// `None` when there is none, `Err` saying why when it is not one.
-fn read_copy(log: &Path) -> Option<Result<(u64, Vec<u8>), String>> {
+pub(crate) fn read_copy(log: &Path) -> Option<Result<(u64, Vec<u8>), String>> {
     let bytes = match std::fs::read(checkpoint_path(log)) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
@@ -1757,6 +1804,43 @@ mod tests {
             format!("{key:?}"),
             format!("SigningKey(public {})", key.public_hex())
         );
+    }
+
+    #[tokio::test]
+    async fn the_writer_will_not_go_on_from_a_log_cut_short_or_edited_at_its_end() {
+        let scratch = Scratch::new("chain-refuse");
+        let path = scratch.0.join("audit.jsonl");
+        write(&path, 0, 4, LogOptions::default(), true).await;
+        let whole = lines(&path);
+        put(&path, &whole[..3]);
+        let error = AuditLog::open(&path).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!(
+                "audit log {}: cannot go on with its chain: it ends at entry 3, but its last \
+                 checkpoint ({}) is entry 5: it was cut short; run `mcp-hints gateway log \
+                 --verify --log {}`",
+                path.display(),
+                checkpoint_path(&path).display(),
+                path.display()
+            )),
+            "{error}"
+        );
+        let mut edited = whole.clone();
+        edited[4] = edited[4].replace("\"gateway\"", "\"elsewhere\"");
+        put(&path, &edited);
+        let error = AuditLog::open(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("its last line, entry 5, differs from its last checkpoint's copy"),
+            "{error}"
+        );
+        std::fs::write(checkpoint_path(&path), "{}\n").unwrap();
+        let error = AuditLog::open(&path).unwrap_err().to_string();
+        assert!(error.contains("is not a checkpoint ("), "{error}");
+        // The log as it was: the writer goes on.
+        put(&path, &whole);
+        std::fs::write(checkpoint_path(&path), format!("{}\n", whole[4])).unwrap();
+        write(&path, 4, 5, LogOptions::default(), true).await;
+        assert_eq!(verify(&path, None).unwrap().tampering, None);
     }
 
     #[tokio::test]

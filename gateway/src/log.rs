@@ -162,7 +162,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// The SHA-256 of the line before it, 64 lowercase hex digits
-    /// ([`chain::GENESIS`](crate::chain::GENESIS) for the first). Set by
+    /// ([`chain::GENESIS`] for the first). Set by
     /// [`AuditLog::record`], as `seq` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prev: Option<String>,
@@ -490,7 +490,10 @@ impl AuditLog {
     /// # Errors
     ///
     /// As [`open`](Self::open); also [`LogError`] (action `read its last
-    /// lines`) when the log's end cannot be read.
+    /// lines`) when the log's end cannot be read, and (action `go on with
+    /// its chain`) when the copy of its last checkpoint
+    /// ([`chain::checkpoint_path`]) says the log was cut short or its last
+    /// line edited since: going on would bury the break.
     pub fn open_with(path: &Path, options: LogOptions) -> Result<AuditLog, LogError> {
         AuditLog::open_measured(path, options, Metrics::off())
     }
@@ -547,6 +550,8 @@ impl AuditLog {
                 .map_err(|source| error("end its last line", source))?;
         }
         let head = chain::resume(path).map_err(|source| error("read its last lines", source))?;
+        chain::check_resume(path, &head)
+            .map_err(|why| error("go on with its chain", std::io::Error::other(why)))?;
         let next_rotation = chain::rotated(path)
             .map_err(|source| error("list its rotated files", source))?
             .last()

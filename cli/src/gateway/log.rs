@@ -361,18 +361,33 @@ fn report_text(path: &Path, report: &Report, keyed: bool) -> String {
         None => format!("{}: intact\n", shown(path)),
         Some(tampering) => format!("{}: TAMPERED: {tampering}\n", shown(path)),
     };
-    let before = if report.tampering.is_some() {
-        "before that, "
-    } else {
-        ""
-    };
     let files: Vec<String> = report.files.iter().map(|file| shown(file)).collect();
-    out.push_str(&format!(
-        "  {before}{} and {} chained in {} ({}), from the first line",
-        crate::text::count(report.entries as usize, "entry", "entries"),
-        crate::text::count(report.checkpoints as usize, "checkpoint", "checkpoints"),
+    let files = format!(
+        "{} ({})",
         crate::text::count(files.len(), "file", "files"),
         files.join(", ")
+    );
+    if report.tampering.is_some() {
+        // What held before the first break; nothing after it is vouched for.
+        if report.holds_to == 0 {
+            out.push_str(&format!("  no entry of {files} is vouched for\n"));
+        } else {
+            out.push_str(&format!(
+                "  the chain holds from the first line to entry {}, in {files}\n",
+                report.holds_to
+            ));
+        }
+        for at in &report.torn {
+            out.push_str(&format!(
+                "  {at}: a line cut short by a crash (not part of the chain, not tampering)\n"
+            ));
+        }
+        return out;
+    }
+    out.push_str(&format!(
+        "  {} and {} in {files}, chained from the first line",
+        crate::text::count(report.entries as usize, "entry", "entries"),
+        crate::text::count(report.checkpoints as usize, "checkpoint", "checkpoints"),
     ));
     if report.head_seq > 0 {
         out.push_str(&format!(
@@ -389,31 +404,31 @@ fn report_text(path: &Path, report: &Report, keyed: bool) -> String {
         ));
     }
     if report.checkpoints > 0 {
+        let signed = crate::text::count(report.signed as usize, "checkpoint", "checkpoints");
         out.push_str(&match (keyed, report.signed) {
-            (true, signed) => format!("  {signed} signed by the key given\n"),
+            (true, _) => format!("  {signed} signed by the key given\n"),
             (false, 0) => "  checkpoints unsigned\n".to_owned(),
-            (false, signed) => format!(
-                "  {signed} signed, checked against the key each names (give --public-key to \
-                 check who signed)\n"
+            (false, _) => format!(
+                "  {signed} signed, each checked against the key it names (give --public-key \
+                 to check who signed)\n"
             ),
         });
     }
-    if report.tampering.is_none() {
-        match (report.copy_matched, report.last_checkpoint) {
-            (Some(seq), _) => out.push_str(&format!(
-                "  reaches its last checkpoint, entry {seq} ({})\n",
-                shown(&chain::checkpoint_path(path))
-            )),
-            (None, _) => out.push_str(&format!(
-                "  no copy of a last checkpoint ({}): truncation cannot be told\n",
-                shown(&chain::checkpoint_path(path))
-            )),
-        }
-        out.push_str(&format!(
-            "  unsigned tail of {} after the last checkpoint\n",
-            crate::text::count(report.unsigned_tail as usize, "entry", "entries")
-        ));
+    match report.copy_matched {
+        Some(seq) => out.push_str(&format!(
+            "  reaches its last checkpoint, entry {seq} ({})\n",
+            shown(&chain::checkpoint_path(path))
+        )),
+        None => out.push_str(&format!(
+            "  no copy of a last checkpoint ({}): a cut at the end cannot be told\n",
+            shown(&chain::checkpoint_path(path))
+        )),
     }
+    let tail = crate::text::count(report.unsigned_tail as usize, "entry", "entries");
+    out.push_str(&match report.last_checkpoint {
+        Some(_) => format!("  unsigned tail of {tail} after the last checkpoint\n"),
+        None => format!("  unsigned tail of {tail}: no checkpoint yet\n"),
+    });
     for at in &report.torn {
         out.push_str(&format!(
             "  {at}: a line cut short by a crash (not part of the chain, not tampering)\n"
@@ -1064,6 +1079,61 @@ mod tests {
             )),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn verify_names_the_break_and_escapes_the_paths_it_shows() {
+        let scratch = Scratch::new("verify-text");
+        let path = scratch.0.join("audit\u{1b}[2J.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for n in 0..3 {
+            log.record(&entry(n, "a", "t", "allow", &now()), Durability::Synced)
+                .await
+                .unwrap();
+        }
+        log.checkpoint().unwrap();
+        drop(log);
+        let report = chain::verify(&path, None).unwrap();
+        let text = report_text(&path, &report, false);
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("audit\\u{1b}[2J.jsonl: intact\n"), "{text}");
+        assert!(
+            text.contains("  3 entries and 1 checkpoint in 1 file ("),
+            "{text}"
+        );
+        assert!(text.contains("  checkpoints unsigned\n"), "{text}");
+        assert!(
+            text.contains("  unsigned tail of 0 entries after the last checkpoint\n"),
+            "{text}"
+        );
+        // The second line edited: the chain vouches for the first only.
+        let lines: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let mut edited = lines.clone();
+        edited[1] = edited[1].replace("\"t\"", "\"u\"");
+        std::fs::write(&path, edited.join("\n") + "\n").unwrap();
+        let report = chain::verify(&path, None).unwrap();
+        let text = report_text(&path, &report, false);
+        assert!(text.contains(".jsonl: TAMPERED: "), "{text}");
+        assert!(
+            text.contains(".jsonl:2: entry 2 was edited: it hashes to "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  the chain holds from the first line to entry 1, in 1 file ("),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(run_verify(std::slice::from_ref(&path), None).unwrap(), EXIT_TAMPERED);
+        // Reading the log still reads its entries, the checkpoint passed over.
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let args = log_args(&["--log", "x"]);
+        let (entries, skipped) = read_matching(&path, &args).unwrap();
+        assert_eq!((entries.len(), skipped.len()), (3, 0), "{skipped:?}");
+        assert_eq!(run_verify(&[path], None).unwrap(), 0);
     }
 
     #[test]

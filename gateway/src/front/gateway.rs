@@ -300,10 +300,12 @@ impl Gateway {
     }
 
     /// Before the gateway exits: denies every parked call (the gateway
-    /// stopping), gives their tasks a moment to record and answer it, then waits until every
-    /// written audit entry is synced (the log's sync thread dies with the
-    /// process). A log that cannot be synced is said as an
-    /// event.
+    /// stopping), gives their tasks a moment to record and answer it,
+    /// writes the audit log's shutdown checkpoint
+    /// ([`AuditLog::checkpoint`]), then waits until every written audit
+    /// entry is synced (the log's sync thread dies with the process). A
+    /// checkpoint that cannot be written, or a log that cannot be synced,
+    /// is said as an event.
     pub async fn finish_log(&self) {
         if self.approvals.deny_all_stopping().await > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
