@@ -175,13 +175,15 @@ impl Gateway {
     }
 
     /// The audit log's entries: its whole lines (a line the gateway is
-    /// still writing has no newline yet and is not read).
+    /// still writing has no newline yet and is not read), but for the
+    /// checkpoints of its chain, which record no call.
     fn log(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
         whole
             .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|line| line.get("checkpoint").is_none())
             .collect()
     }
 
@@ -1768,6 +1770,24 @@ fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
             "finished:allow",
         ]
     );
+    // One chain: the first gateway's shutdown checkpoint between the two.
+    let lines: Vec<Value> = std::fs::read_to_string(&gateway.log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let checkpoints: Vec<(usize, &Value)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| line.get("checkpoint").is_some())
+        .collect();
+    assert_eq!(checkpoints.len(), 1, "{lines:?}");
+    assert_eq!((checkpoints[0].0, &checkpoints[0].1["seq"]), (6, &json!(7)));
+    let seqs: Vec<u64> = lines
+        .iter()
+        .map(|line| line["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
 }
 
 #[test]

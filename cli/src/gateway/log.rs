@@ -1127,7 +1127,10 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains('\u{1b}'), "{text}");
-        assert_eq!(run_verify(std::slice::from_ref(&path), None).unwrap(), EXIT_TAMPERED);
+        assert_eq!(
+            run_verify(std::slice::from_ref(&path), None).unwrap(),
+            EXIT_TAMPERED
+        );
         // Reading the log still reads its entries, the checkpoint passed over.
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         let args = log_args(&["--log", "x"]);
