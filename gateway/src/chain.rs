@@ -486,8 +486,6 @@ fn last_object(mut file: File) -> std::io::Result<Option<Head>> {
         }
         // Keep only the part that may be a line's end, to read on.
         let keep = first.map_or(0, <[u8]>::len);
-        let cut = buffer.len() - keep - 1;
-        buffer.drain(keep..keep + cut);
         buffer.truncate(keep);
         buffer.push(b'\n');
     }
@@ -802,7 +800,9 @@ pub struct Report {
     pub last_checkpoint: Option<u64>,
     /// Entries after the last checkpoint (all of them when there is none).
     pub unsigned_tail: u64,
-    /// Whether the copy of the last checkpoint was found and matched.
+    /// The `seq` of the copy of the last checkpoint ([`checkpoint_path`])
+    /// when the log holds that line as the copy has it; `None` without a
+    /// copy.
     pub copy_matched: Option<u64>,
     /// The first thing wrong, if any.
     pub tampering: Option<Tampering>,
@@ -1628,6 +1628,44 @@ mod tests {
             tampering(&path),
             Tampering::NotAnEntry { at: found, .. } if found == at(&path, 3)
         ));
+    }
+
+    #[tokio::test]
+    async fn the_writer_finds_the_last_line_across_blocks_past_a_long_torn_one() {
+        let scratch = Scratch::new("chain-blocks");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for n in 0..3 {
+            let mut long = entry(n);
+            // Each line longer than a block read from the end.
+            long.arguments = Some(json!({ "text": "x".repeat(70_000 + n) }));
+            log.record(&long, Durability::Synced).await.unwrap();
+        }
+        drop(log);
+        let third = lines(&path)[2].clone();
+        // A crash cut a 100 kB line short.
+        let head = Head {
+            seq: 3,
+            hash: line_hash(third.as_bytes()),
+            at_checkpoint: false,
+        };
+        let mut torn = entry(3);
+        torn.arguments = Some(json!({ "text": "y".repeat(200_000) }));
+        let torn = head.link(&serde_json::to_vec(&torn).unwrap());
+        let mut text = std::fs::read(&path).unwrap();
+        text.extend_from_slice(&torn[..100_000]);
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(resume(&path).unwrap(), head);
+        write(&path, 4, 5, LogOptions::default(), true).await;
+        let lines = lines(&path);
+        assert!(
+            lines[4].starts_with(&format!("{{\"seq\":4,\"prev\":\"{}\",", head.hash)),
+            "{}",
+            &lines[4][..120]
+        );
+        let report = verify(&path, None).unwrap();
+        assert_eq!(report.tampering, None);
+        assert_eq!((report.entries, report.torn.len()), (4, 1));
     }
 
     #[tokio::test]
