@@ -3629,6 +3629,65 @@ fn gateway_log_verify_checks_the_chain_its_rotated_files_and_signed_checkpoints(
     );
     std::fs::write(first, &original).unwrap();
 
+    // Lines removed, swapped, spliced from another log, forged: each named.
+    let lines: Vec<String> = original.lines().map(str::to_owned).collect();
+    let tampered = |change: &dyn Fn(&mut Vec<String>), expected: &str| {
+        let mut changed = lines.clone();
+        change(&mut changed);
+        std::fs::write(first, changed.join("\n") + "\n").unwrap();
+        let (status, out) = verify_log(&["--log", log_arg, "--public-key", public]);
+        std::fs::write(first, &original).unwrap();
+        assert_eq!(status, Some(1), "{out}");
+        let expected = format!("{log_arg}: TAMPERED: {}:{expected}", first.display());
+        assert!(out.starts_with(&expected), "{out}\nnot: {expected}");
+    };
+    tampered(
+        &|lines| {
+            lines.remove(1);
+        },
+        "2: entry 2 was removed before this line",
+    );
+    tampered(
+        &|lines| lines.swap(1, 2),
+        "2: entries were reordered: entry 3 is here, before entry 2",
+    );
+    let other = dir.join("other.jsonl");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use mcp_hints_gateway::log::{AuditLog, Durability, Entry};
+            let log = AuditLog::open(&other).unwrap();
+            let mut entry: Entry = serde_json::from_str(&lines[0]).unwrap();
+            for n in 0..3 {
+                entry.id = format!("other-{n}");
+                log.record(&entry, Durability::Synced).await.unwrap();
+            }
+        });
+    let foreign: Vec<String> = std::fs::read_to_string(&other)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    tampered(
+        &|lines| lines.insert(1, foreign[1].clone()),
+        "2: a line was inserted (claiming to be entry 2); the line after it chains to the line \
+         before it: its `prev` matches no line before it (a line of another log?)",
+    );
+    // A forger who knows the format: entry 2, chained to line 1.
+    let forged = {
+        let mut entry: Value = serde_json::from_str(&lines[1]).unwrap();
+        entry["prev"] = json!(mcp_hints_gateway::chain::line_hash(lines[0].as_bytes()));
+        entry["principal"] = json!("mallory");
+        entry.to_string()
+    };
+    tampered(
+        &|lines| lines.insert(1, forged.clone()),
+        "2: a line was inserted (claiming to be entry 2); the line after it chains to the line \
+         before it\n",
+    );
+
     // Cut short: the last lines gone, the checkpoint's copy says so.
     let current = std::fs::read_to_string(&log).unwrap();
     let kept: Vec<&str> = current.lines().collect();
