@@ -175,13 +175,15 @@ impl Gateway {
     }
 
     /// The audit log's entries: its whole lines (a line the gateway is
-    /// still writing has no newline yet and is not read).
+    /// still writing has no newline yet and is not read), but for the
+    /// checkpoints of its chain, which record no call.
     fn log(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
         whole
             .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|line| line.get("checkpoint").is_none())
             .collect()
     }
 
@@ -1825,6 +1827,24 @@ fn a_drifted_tool_waits_for_approval_and_the_refusal_names_what_changed() {
             "finished:allow",
         ]
     );
+    // One chain: the first gateway's shutdown checkpoint between the two.
+    let lines: Vec<Value> = std::fs::read_to_string(&gateway.log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let checkpoints: Vec<(usize, &Value)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| line.get("checkpoint").is_some())
+        .collect();
+    assert_eq!(checkpoints.len(), 1, "{lines:?}");
+    assert_eq!((checkpoints[0].0, &checkpoints[0].1["seq"]), (6, &json!(7)));
+    let seqs: Vec<u64> = lines
+        .iter()
+        .map(|line| line["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
 }
 
 #[test]
@@ -1861,12 +1881,19 @@ fn stdio_clients_are_principal_local() {
         || std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default(),
         |text| text.ends_with('\n') && text.lines().count() >= 2,
     );
-    let entries: Vec<Value> = text
+    let lines: Vec<Value> = text
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
+    // The gateway stopped with stdin: its last line is the checkpoint.
+    let (checkpoints, entries): (Vec<Value>, Vec<Value>) = lines
+        .into_iter()
+        .partition(|line| line.get("checkpoint").is_some());
     assert_eq!(entries.len(), 2);
     assert!(entries.iter().all(|entry| entry["principal"] == "local"));
+    assert_eq!(checkpoints.len(), 1, "{text}");
+    assert_eq!(checkpoints[0]["checkpoint"], "shutdown");
+    assert_eq!(checkpoints[0]["seq"], 3);
 }
 
 #[test]
@@ -3578,4 +3605,251 @@ fn a_session_of_one_replica_is_404_at_another_and_their_logs_merge_by_time() {
     let one = String::from_utf8(one.stdout).unwrap();
     assert!(one.starts_with("TOOL "), "{one}");
     assert!(!one.contains("replica-a"), "{one}");
+}
+
+/// `openssl genpkey -algorithm ed25519` and `openssl pkey -pubout`, as the
+/// README says: the private key at DIR/NAME.pem, its public key at
+/// DIR/NAME.pub.pem.
+fn ed25519_key(dir: &Path, name: &str) -> PathBuf {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub.pem"));
+    for args in [
+        vec![
+            "genpkey",
+            "-algorithm",
+            "ed25519",
+            "-out",
+            private.to_str().unwrap(),
+        ],
+        vec![
+            "pkey",
+            "-in",
+            private.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
+    ] {
+        let output = Command::new("openssl").args(&args).output().unwrap();
+        assert!(output.status.success(), "openssl {args:?}: {output:?}");
+    }
+    public
+}
+
+/// `mcp-hints gateway log --verify ARGS`: exit status and stdout.
+fn verify_log(args: &[&str]) -> (Option<i32>, String) {
+    let output = support::mcp_hints(&[&["gateway", "log", "--verify"], args].concat());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.code() != Some(2),
+        "bad usage: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), stdout)
+}
+
+/// The gateway's log is a hash chain across rotated files with signed
+/// checkpoints: `gateway log --verify` passes it, names an edit by file
+/// and line, fails another key, finds a truncation, and takes a line torn
+/// by a crash for what it is; the gateway goes on after it.
+#[test]
+fn gateway_log_verify_checks_the_chain_its_rotated_files_and_signed_checkpoints() {
+    let dir = scratch("log-verify");
+    let public = ed25519_key(&dir, "signing");
+    let other = ed25519_key(&dir, "other");
+    let config = fx_config(&dir, &[], "").replace(
+        "path = \"audit.jsonl\"\n",
+        "path = \"audit.jsonl\"\nmax_bytes = 2000\ncheckpoint_every = 3\nsigning_key = \"signing.pem\"\n",
+    );
+    let calls = || {
+        json!(
+            (0..4)
+                .map(|n| call("fx__echo", json!({ "text": format!("call {n}") })))
+                .collect::<Vec<_>>()
+        )
+    };
+    {
+        let gateway = Gateway::start(&dir, &config);
+        let session = gateway.python(TOKEN, "auto", &calls());
+        assert_eq!(session["results"][3]["isError"], false, "{session}");
+        // Dropped: stopped with SIGTERM, and it writes its checkpoint.
+    }
+    let log = dir.join("audit.jsonl");
+    let log_arg = log.to_str().unwrap();
+    let (public, other) = (public.to_str().unwrap(), other.to_str().unwrap());
+    let rotated: Vec<PathBuf> = (1..)
+        .map(|n| dir.join(format!("audit.jsonl.{n:06}")))
+        .take_while(|path| path.exists())
+        .collect();
+    assert!(rotated.len() >= 2, "not rotated at 2000 bytes: {rotated:?}");
+
+    let (status, out) = verify_log(&["--log", log_arg, "--public-key", public]);
+    assert_eq!(status, Some(0), "{out}");
+    assert!(out.starts_with(&format!("{log_arg}: intact\n")), "{out}");
+    assert!(out.contains("8 entries and "), "{out}");
+    assert!(
+        out.contains(&format!("in {} files (", rotated.len() + 1)),
+        "{out}"
+    );
+    assert!(out.contains("signed by the key given"), "{out}");
+    assert!(out.contains("reaches its last checkpoint"), "{out}");
+    assert!(out.contains("unsigned tail of 0 entries"), "{out}");
+
+    // Reading goes across the rotated files too, checkpoints left out.
+    let output = support::mcp_hints(&["gateway", "log", "--json", "--log", log_arg]);
+    assert!(output.status.success(), "{output:?}");
+    let entries: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 8, "{entries:?}");
+    let seqs: Vec<u64> = entries
+        .iter()
+        .map(|entry| entry["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+
+    // Another key: refused, exit 1.
+    let (status, out) = verify_log(&["--log", log_arg, "--public-key", other]);
+    assert_eq!(status, Some(1), "{out}");
+    assert!(out.starts_with(&format!("{log_arg}: TAMPERED: ")), "{out}");
+    assert!(
+        out.contains("fails verification: it names the key "),
+        "{out}"
+    );
+
+    // An edit in the oldest rotated file: named by its file and line.
+    let first = &rotated[0];
+    let original = std::fs::read_to_string(first).unwrap();
+    let edited = original.replacen("\"principal\":\"alice\"", "\"principal\":\"bob\"", 1);
+    assert_ne!(edited, original);
+    std::fs::write(first, &edited).unwrap();
+    let (status, out) = verify_log(&["--log", log_arg]);
+    assert_eq!(status, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "TAMPERED: {}:1: entry 1 was edited: it hashes to ",
+            first.display()
+        )),
+        "{out}"
+    );
+    std::fs::write(first, &original).unwrap();
+
+    // Lines removed, swapped, spliced from another log, forged: each named.
+    let lines: Vec<String> = original.lines().map(str::to_owned).collect();
+    let tampered = |change: &dyn Fn(&mut Vec<String>), expected: &str| {
+        let mut changed = lines.clone();
+        change(&mut changed);
+        std::fs::write(first, changed.join("\n") + "\n").unwrap();
+        let (status, out) = verify_log(&["--log", log_arg, "--public-key", public]);
+        std::fs::write(first, &original).unwrap();
+        assert_eq!(status, Some(1), "{out}");
+        let expected = format!("{log_arg}: TAMPERED: {}:{expected}", first.display());
+        assert!(out.starts_with(&expected), "{out}\nnot: {expected}");
+    };
+    tampered(
+        &|lines| {
+            lines.remove(1);
+        },
+        "2: entry 2 was removed before this line",
+    );
+    tampered(
+        &|lines| lines.swap(1, 2),
+        "2: entries were reordered: entry 3 is here, before entry 2",
+    );
+    let other = dir.join("other.jsonl");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use mcp_hints_gateway::log::{AuditLog, Durability, Entry};
+            let log = AuditLog::open(&other).unwrap();
+            let mut entry: Entry = serde_json::from_str(&lines[0]).unwrap();
+            for n in 0..3 {
+                entry.id = format!("other-{n}");
+                log.record(&entry, Durability::Synced).await.unwrap();
+            }
+        });
+    let foreign: Vec<String> = std::fs::read_to_string(&other)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    tampered(
+        &|lines| lines.insert(1, foreign[1].clone()),
+        "2: a line was inserted (claiming to be entry 2); the line after it chains to the line \
+         before it: its `prev` matches no line before it (a line of another log?)",
+    );
+    // A forger who knows the format: entry 2, chained to line 1.
+    let forged = {
+        let mut entry: Value = serde_json::from_str(&lines[1]).unwrap();
+        entry["prev"] = json!(mcp_hints_gateway::chain::line_hash(lines[0].as_bytes()));
+        entry["principal"] = json!("mallory");
+        entry.to_string()
+    };
+    tampered(
+        &|lines| lines.insert(1, forged.clone()),
+        "2: a line was inserted (claiming to be entry 2); the line after it chains to the line \
+         before it\n",
+    );
+
+    // Cut short: the last lines gone, the checkpoint's copy says so.
+    let current = std::fs::read_to_string(&log).unwrap();
+    let kept: Vec<&str> = current.lines().collect();
+    std::fs::write(&log, format!("{}\n", kept[..kept.len() - 1].join("\n"))).unwrap();
+    let (status, out) = verify_log(&["--log", log_arg]);
+    assert_eq!(status, Some(1), "{out}");
+    assert!(
+        out.contains("TAMPERED: the log was truncated: its last checkpoint ("),
+        "{out}"
+    );
+    std::fs::write(&log, &current).unwrap();
+
+    // A crash mid-write: half a line, not tampering.
+    let half = &kept[kept.len() - 2][..60];
+    std::fs::write(&log, format!("{current}{half}")).unwrap();
+    let (status, out) = verify_log(&["--log", log_arg, "--public-key", public]);
+    assert_eq!(status, Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "{log_arg}:{}: a line cut short by a crash (not part of the chain, not tampering)",
+            kept.len() + 1
+        )),
+        "{out}"
+    );
+    // The gateway started again ends the torn line and chains on.
+    {
+        let gateway = Gateway::start(&dir, &config);
+        let session = gateway.python(TOKEN, "auto", &calls());
+        assert_eq!(session["results"][3]["isError"], false, "{session}");
+    }
+    let (status, out) = verify_log(&["--log", log_arg, "--public-key", public]);
+    assert_eq!(status, Some(0), "{out}");
+    assert!(out.contains("16 entries and "), "{out}");
+    assert!(out.contains("a line cut short by a crash"), "{out}");
+
+    // Bad usage: exit 2.
+    for args in [
+        vec!["gateway", "log", "--log", log_arg, "--public-key", public],
+        vec!["gateway", "log", "--log", log_arg, "--verify", "--json"],
+    ] {
+        let output = support::mcp_hints(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    }
+    let output = support::mcp_hints(&[
+        "gateway",
+        "log",
+        "--verify",
+        "--log",
+        log_arg,
+        "--public-key",
+        log_arg,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not an Ed25519 public key"),
+        "{output:?}"
+    );
 }

@@ -20,6 +20,7 @@
 //! | [`policy`] | asserted hints and their sources, rules and which rate limits a call counts against |
 //! | [`state`] | what replicas share (rate-limit windows, parked calls, drift approvals), in this process or in Redis |
 //! | [`log`] | the audit log: its entries and its writer |
+//! | [`chain`] | the audit log's hash chain, checkpoints, rotated files and their verification |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
@@ -66,7 +67,7 @@
 //! | `upstream` | info | an upstream serves again, or is reachable now | `upstream` |
 //! | `upstream::stderr` ([`STDERR_TARGET`]) | info | a line of a stdio upstream's stderr, the line as the message (`mcp-hints gateway` prints `UPSTREAM: LINE`) | `upstream`, `cut` (the line was cut) |
 //! | `front::gateway` | warn | a changed tool list not listed, or not served: the old one stays | `upstream` (when listing failed), `error` |
-//! | `front::gateway` | error | the audit log not synced when the gateway stops | `error` |
+//! | `front::gateway` | error | the audit log not synced, or its shutdown checkpoint not written, when the gateway stops | `error` |
 //! | `front::gateway` | warn | the shared state (`[state] redis`) not answering at start: guarded calls are refused until it does | `error` |
 //! | `front::call` | info | a call parked for approval, with the command that approves it | `call_id`, `tool`, `principal` |
 //! | `front::call` | info | a call of a drifted tool parked | `call_id`, `tool`, `drift` (what changed) |
@@ -78,6 +79,8 @@
 //! | `front::admin` | error | the admin endpoint stopped | `error` |
 //! | `log` | error | the audit log cannot be written: calls are refused | `path`, `error` |
 //! | `log` | info | the audit log is written again | `path` |
+//! | `log` | info | the audit log rotated (`[log] max_bytes`) | `path`, `rotated` (the name it has now) |
+//! | `log` | error | a periodic checkpoint not written (tried again with the next entry) | `error` |
 //!
 //! Nothing is logged below info. Where an item's docs say a thing is "said
 //! as an event", it is one of these.
@@ -96,6 +99,7 @@
 
 pub mod approval;
 mod budget;
+pub mod chain;
 pub mod config;
 mod error;
 pub mod front;

@@ -1,7 +1,8 @@
 //! `mcp-hints gateway log`: the gateway's audit log
 //! ([`mcp_hints_gateway::log`]) read back, filtered, and shown as a table
 //! that fits the terminal, or as JSON lines; the logs of several replicas
-//! merged by time.
+//! merged by time; each log read with its rotated files; and `--verify`,
+//! its hash chain checked ([`mcp_hints_gateway::chain`]).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clap::{ArgGroup, Args};
+use mcp_hints_gateway::chain::{self, Report};
 use mcp_hints_gateway::log::{Decision, Entry, Outcome, rfc3339};
 use serde_json::Value;
 
@@ -26,9 +28,24 @@ pub struct LogArgs {
     /// The log file itself; repeat it to read the logs of several replicas
     /// (`--log a.jsonl --log b.jsonl`), their entries merged by time (equal
     /// times in the order of the `--log`s, then of the lines), the table
-    /// with a REPLICA column.
+    /// with a REPLICA column. Each is read after its rotated files
+    /// (`FILE.000001`, `FILE.000002`, ... beside it), oldest first.
     #[arg(long, value_name = "FILE")]
     pub log: Vec<PathBuf>,
+    /// Check each log's hash chain (with its rotated files) instead of
+    /// printing entries: names the first line edited, removed, reordered
+    /// or inserted, and says whether the log reaches its last checkpoint.
+    /// Exit status 0 when every log is intact, 1 when one is not.
+    #[arg(
+        long,
+        conflicts_with_all = ["principal", "upstream", "tool", "decision", "outcome", "since", "json", "columns"]
+    )]
+    pub verify: bool,
+    /// With --verify: the Ed25519 public key (PEM, `openssl pkey -in
+    /// KEY.pem -pubout`) every checkpoint must be signed with; at least
+    /// one checkpoint must be.
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub public_key: Option<PathBuf>,
     /// Only this principal's calls.
     #[arg(long, value_name = "NAME")]
     pub principal: Option<String>,
@@ -280,6 +297,9 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
         ([], None) => return Err("give --log FILE or --config FILE".to_owned()),
         (logs, _) => logs.to_vec(),
     };
+    if args.verify {
+        return run_verify(&paths, args.public_key.as_deref());
+    }
     let (entries, skipped) = match paths.as_slice() {
         [path] => read_matching(path, args)?,
         several => read_merged(several, args)?,
@@ -307,6 +327,116 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
     crate::print(&out).map(|()| 0)
 }
 
+/// Exit status of `gateway log --verify` when a log is not intact.
+pub const EXIT_TAMPERED: u8 = 1;
+
+/// `gateway log --verify`: checks the chain of each log in `paths` (with
+/// its rotated files), its checkpoints' signatures against the key at
+/// `public_key` if given, and prints what it found, log by log. Returns
+/// 0 when every log is intact, [`EXIT_TAMPERED`] when one is not.
+///
+/// # Errors
+///
+/// A message naming the file for a public key or a log that cannot be
+/// read.
+fn run_verify(paths: &[PathBuf], public_key: Option<&Path>) -> Result<u8, String> {
+    let key = public_key.map(chain::load_public_key).transpose()?;
+    let mut out = String::new();
+    let mut intact = true;
+    for path in paths {
+        let report = chain::verify(path, key.as_ref())?;
+        intact &= report.tampering.is_none();
+        out.push_str(&report_text(path, &report, key.is_some()));
+    }
+    crate::print(&out)?;
+    Ok(if intact { 0 } else { EXIT_TAMPERED })
+}
+
+/// What `--verify` says about the log at `path`: a first line with the
+/// verdict (`intact`, or `TAMPERED:` and the first thing wrong), then
+/// what was checked. Every path and word from the log is escaped.
+fn report_text(path: &Path, report: &Report, keyed: bool) -> String {
+    let shown = |path: &Path| crate::text::shown(&path.to_string_lossy()).into_owned();
+    let mut out = match &report.tampering {
+        None => format!("{}: intact\n", shown(path)),
+        Some(tampering) => format!("{}: TAMPERED: {tampering}\n", shown(path)),
+    };
+    let files: Vec<String> = report.files.iter().map(|file| shown(file)).collect();
+    let files = format!(
+        "{} ({})",
+        crate::text::count(files.len(), "file", "files"),
+        files.join(", ")
+    );
+    if report.tampering.is_some() {
+        // What held before the first break; nothing after it is vouched for.
+        if report.holds_to == 0 {
+            out.push_str(&format!("  no entry of {files} is vouched for\n"));
+        } else {
+            out.push_str(&format!(
+                "  the chain holds from the first line to entry {}, in {files}\n",
+                report.holds_to
+            ));
+        }
+        for at in &report.torn {
+            out.push_str(&format!(
+                "  {at}: a line cut short by a crash (not part of the chain, not tampering)\n"
+            ));
+        }
+        return out;
+    }
+    out.push_str(&format!(
+        "  {} and {} in {files}, chained from the first line",
+        crate::text::count(report.entries as usize, "entry", "entries"),
+        crate::text::count(report.checkpoints as usize, "checkpoint", "checkpoints"),
+    ));
+    if report.head_seq > 0 {
+        out.push_str(&format!(
+            " to entry {} (hash {})",
+            report.head_seq,
+            crate::text::shown(&report.head)
+        ));
+    }
+    out.push('\n');
+    if report.unchained > 0 {
+        out.push_str(&format!(
+            "  {} at the start carry no chain (written before the log was chained): not verified\n",
+            crate::text::count(report.unchained as usize, "line", "lines")
+        ));
+    }
+    if report.checkpoints > 0 {
+        let signed = crate::text::count(report.signed as usize, "checkpoint", "checkpoints");
+        out.push_str(&match (keyed, report.signed) {
+            (true, _) => format!("  {signed} signed by the key given\n"),
+            (false, 0) => "  checkpoints unsigned\n".to_owned(),
+            (false, _) => format!(
+                "  {signed} signed, each checked against the key it names (give --public-key \
+                 to check who signed)\n"
+            ),
+        });
+    }
+    match report.copy_matched {
+        Some(seq) => out.push_str(&format!(
+            "  reaches its last checkpoint, entry {seq} ({})\n",
+            shown(&chain::checkpoint_path(path))
+        )),
+        None => out.push_str(&format!(
+            "  no copy of a last checkpoint ({}): a cut at the end cannot be told\n",
+            shown(&chain::checkpoint_path(path))
+        )),
+    }
+    let tail = crate::text::count(report.unsigned_tail as usize, "entry", "entries");
+    out.push_str(&match report.last_checkpoint {
+        Some(_) => format!("  unsigned tail of {tail} after the last checkpoint\n"),
+        None => format!("  unsigned tail of {tail}: no checkpoint yet\n"),
+    });
+    for at in &report.torn {
+        out.push_str(&format!(
+            "  {at}: a line cut short by a crash (not part of the chain, not tampering)\n"
+        ));
+    }
+    out
+}
+
 /// `[log] path` of the config at `config`, relative to its directory. Only
 /// that key is read: reading a log needs none of the secrets the rest of
 /// the config names.
@@ -329,20 +459,38 @@ fn log_path_of(config: &Path) -> Result<PathBuf, String> {
 /// message for each line that is not an entry (skipped).
 fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
     let (numbered, skipped) = read_numbered(path, args)?;
-    let entries = numbered.into_iter().map(|(_, entry)| entry).collect();
+    let entries = numbered.into_iter().map(|(_, _, entry)| entry).collect();
     Ok((entries, skipped))
 }
 
-/// A log's entries that passed the filters, each with its line number
-/// (from 1), and a message for each line skipped.
-type Numbered = (Vec<(usize, Entry)>, Vec<String>);
+/// A log's entries that passed the filters, each with its file and line
+/// number (from 1), and a message for each line skipped.
+type Numbered = (Vec<(PathBuf, usize, Entry)>, Vec<String>);
 
-/// As [`read_matching`], each entry with its line number.
+/// As [`read_matching`], each entry with its file and line number: the
+/// log's rotated files first, oldest first ([`chain::files`]), then the
+/// log. Checkpoints ([`chain::Checkpoint`]) are not calls, and are passed
+/// over without a word.
 fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
-    let file = File::open(path)
-        .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
+    let files = chain::files(path).unwrap_or_else(|_| vec![path.to_owned()]);
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
+    for file_path in files {
+        read_file(&file_path, args, &mut entries, &mut skipped)?;
+    }
+    Ok((entries, skipped))
+}
+
+/// Adds the entries of the one file at `path` that `args` lets through to
+/// `entries`, and a message for each line skipped to `skipped`.
+fn read_file(
+    path: &Path,
+    args: &LogArgs,
+    entries: &mut Vec<(PathBuf, usize, Entry)>,
+    skipped: &mut Vec<String>,
+) -> Result<(), String> {
+    let file = File::open(path)
+        .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
     for (index, line) in BufReader::new(file).lines().enumerate() {
         let number = index + 1;
         let at = || format!("{}:{number}", path.display());
@@ -352,6 +500,7 @@ fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
         }
         let entry: Entry = match serde_json::from_str(&line) {
             Ok(entry) => entry,
+            Err(_) if serde_json::from_str::<chain::Checkpoint>(&line).is_ok() => continue,
             Err(error) => {
                 skipped.push(format!(
                     "{}: not an audit log entry (skipped; a line cut short by a crash?): {error}",
@@ -364,10 +513,10 @@ fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
             .matches(&entry)
             .map_err(|error| format!("{}: time: {error}", at()))?
         {
-            entries.push((number, entry));
+            entries.push((path.to_owned(), number, entry));
         }
     }
-    Ok((entries, skipped))
+    Ok(())
 }
 
 /// The entries of the logs at `paths` that `args` lets through, merged by
@@ -383,9 +532,9 @@ fn read_merged(paths: &[PathBuf], args: &LogArgs) -> Result<(Vec<Entry>, Vec<Str
     for path in paths {
         let (numbered, problems) = read_numbered(path, args)?;
         skipped.extend(problems);
-        for (number, entry) in numbered {
+        for (file, number, entry) in numbered {
             let time = parse_since(&entry.time)
-                .map_err(|error| format!("{}:{number}: time: {error}", path.display()))?;
+                .map_err(|error| format!("{}:{number}: time: {error}", file.display()))?;
             timed.push((time, entry));
         }
     }
@@ -930,6 +1079,64 @@ mod tests {
             )),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn verify_names_the_break_and_escapes_the_paths_it_shows() {
+        let scratch = Scratch::new("verify-text");
+        let path = scratch.0.join("audit\u{1b}[2J.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        for n in 0..3 {
+            log.record(&entry(n, "a", "t", "allow", &now()), Durability::Synced)
+                .await
+                .unwrap();
+        }
+        log.checkpoint().unwrap();
+        drop(log);
+        let report = chain::verify(&path, None).unwrap();
+        let text = report_text(&path, &report, false);
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("audit\\u{1b}[2J.jsonl: intact\n"), "{text}");
+        assert!(
+            text.contains("  3 entries and 1 checkpoint in 1 file ("),
+            "{text}"
+        );
+        assert!(text.contains("  checkpoints unsigned\n"), "{text}");
+        assert!(
+            text.contains("  unsigned tail of 0 entries after the last checkpoint\n"),
+            "{text}"
+        );
+        // The second line edited: the chain vouches for the first only.
+        let lines: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let mut edited = lines.clone();
+        edited[1] = edited[1].replace("\"t\"", "\"u\"");
+        std::fs::write(&path, edited.join("\n") + "\n").unwrap();
+        let report = chain::verify(&path, None).unwrap();
+        let text = report_text(&path, &report, false);
+        assert!(text.contains(".jsonl: TAMPERED: "), "{text}");
+        assert!(
+            text.contains(".jsonl:2: entry 2 was edited: it hashes to "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  the chain holds from the first line to entry 1, in 1 file ("),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(
+            run_verify(std::slice::from_ref(&path), None).unwrap(),
+            EXIT_TAMPERED
+        );
+        // Reading the log still reads its entries, the checkpoint passed over.
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let args = log_args(&["--log", "x"]);
+        let (entries, skipped) = read_matching(&path, &args).unwrap();
+        assert_eq!((entries.len(), skipped.len()), (3, 0), "{skipped:?}");
+        assert_eq!(run_verify(&[path], None).unwrap(), 0);
     }
 
     #[test]

@@ -370,6 +370,30 @@ pub struct LogConfig {
     /// `raw_arguments` (default false): raw arguments in the log, else only
     /// their SHA-256 digest.
     pub raw_arguments: bool,
+    /// `max_bytes` (default none: never rotated): the file is rotated
+    /// before a line would take it past this many bytes, 1 to 2^63 - 1
+    /// ([`LogOptions::max_bytes`](crate::log::LogOptions::max_bytes)).
+    pub max_bytes: Option<u64>,
+    /// `checkpoint_every` (default
+    /// [`CHECKPOINT_EVERY`](crate::log::CHECKPOINT_EVERY), 1000): a
+    /// checkpoint after this many entries, 1 to 2^63 - 1.
+    pub checkpoint_every: u64,
+    /// `signing_key` (default none: checkpoints unsigned), an Ed25519
+    /// private key in PKCS#8 PEM, read when the config is, its path
+    /// resolved against the config file's directory.
+    pub signing_key: Option<crate::chain::SigningKey>,
+}
+
+impl LogConfig {
+    /// The writer's options for this table, checkpoints naming `replica`.
+    pub fn options(&self, replica: &str) -> crate::log::LogOptions {
+        crate::log::LogOptions {
+            max_bytes: self.max_bytes,
+            checkpoint_every: self.checkpoint_every,
+            signing_key: self.signing_key.clone(),
+            replica: replica.to_owned(),
+        }
+    }
 }
 
 /// `[lock]`: the approved tool fingerprints (the `mcp-hints pin` format).

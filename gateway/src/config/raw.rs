@@ -66,6 +66,9 @@ pub(super) struct RawLog {
     pub(super) path: Spanned<String>,
     #[serde(default)]
     pub(super) raw_arguments: bool,
+    pub(super) max_bytes: Option<Spanned<i64>>,
+    pub(super) checkpoint_every: Option<Spanned<i64>>,
+    pub(super) signing_key: Option<Spanned<String>>,
 }
 
 /// `[lock]`.

@@ -65,6 +65,8 @@ token = "literal-bob"
 [log]
 path = "gateway-audit.jsonl"
 raw_arguments = true
+max_bytes = 104857600
+checkpoint_every = 500
 
 [lock]
 path = "gateway.lock"
@@ -129,7 +131,10 @@ action = "allow"
         config.log,
         LogConfig {
             path: PathBuf::from("/etc/gw/gateway-audit.jsonl"),
-            raw_arguments: true
+            raw_arguments: true,
+            max_bytes: Some(104_857_600),
+            checkpoint_every: 500,
+            signing_key: None,
         }
     );
     assert_eq!(
@@ -336,6 +341,64 @@ fn wrong_types_are_named() {
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = -1\nwindow_secs = 1\n"
         )),
         "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `-1`, expected u32"
+    );
+}
+
+#[test]
+fn log_rotation_and_checkpoint_keys_are_positive_counts_and_the_key_is_read() {
+    let config = read(LOG).unwrap();
+    assert_eq!(
+        (config.log.max_bytes, config.log.checkpoint_every),
+        (None, crate::log::CHECKPOINT_EVERY)
+    );
+    assert!(config.log.signing_key.is_none());
+    assert_eq!(
+        problems(&format!(
+            "{LOG}max_bytes = 0
+checkpoint_every = -3
+"
+        )),
+        [
+            "/etc/gw/gateway.toml:3:13: log.max_bytes: must be at least 1 (bytes)",
+            "/etc/gw/gateway.toml:4:20: log.checkpoint_every: must be at least 1 (entries)",
+        ]
+    );
+    assert!(
+        problem(&format!("{LOG}max_bytes = \"10MB\"\n"))
+            .starts_with("/etc/gw/gateway.toml:3:13: log.max_bytes: "),
+        "{}",
+        problem(&format!("{LOG}max_bytes = \"10MB\"\n"))
+    );
+    assert_eq!(
+        problem(&format!("{LOG}signing_key = \"no-such-key.pem\"\n")),
+        "/etc/gw/gateway.toml:3:15: log.signing_key: `no-such-key.pem`: cannot read it: No such \
+         file or directory (os error 2)"
+    );
+    // A key file, relative to the config's directory.
+    let scratch = crate::scratch::Scratch::new("config-signing-key");
+    let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
+    let pem =
+        ed25519_dalek::pkcs8::EncodePrivateKey::to_pkcs8_pem(&key, Default::default()).unwrap();
+    std::fs::write(scratch.0.join("key.pem"), pem.as_bytes()).unwrap();
+    std::fs::write(scratch.0.join("not-a-key.pem"), "hello\n").unwrap();
+    let at = scratch.0.join("gateway.toml");
+    let config = parse_with_env(&format!("{LOG}signing_key = \"key.pem\"\n"), &at, &env).unwrap();
+    let signing = config.log.signing_key.unwrap();
+    assert_eq!(
+        format!("{signing:?}"),
+        format!("SigningKey(public {})", signing.public_hex())
+    );
+    let Err(ConfigError::Invalid { problems }) = parse_with_env(
+        &format!("{LOG}signing_key = \"not-a-key.pem\"\n"),
+        &at,
+        &env,
+    ) else {
+        panic!("a file that is no key was accepted");
+    };
+    let problem = problems[0].to_string();
+    assert!(
+        problem.contains(":3:15: log.signing_key: `not-a-key.pem`: not an Ed25519 private key"),
+        "{problem}"
     );
 }
 

@@ -153,10 +153,7 @@ impl Reader<'_> {
             .map(|(index, raw)| raw.and_then(|(raw, span)| self.client(index, raw, span)))
             .collect();
         let auth = auth.map(|raw| raw.and_then(|(raw, _)| self.auth(raw)));
-        let log = log.map(|(raw, _)| LogConfig {
-            path: self.resolve(raw.path.get_ref()),
-            raw_arguments: raw.raw_arguments,
-        });
+        let log = log.and_then(|(raw, _)| self.log(raw));
         let lock = lock.map(|raw| {
             raw.map(|(raw, _)| LockConfig {
                 path: self.resolve(raw.path.get_ref()),
@@ -326,6 +323,52 @@ impl Reader<'_> {
     /// A path in the config, resolved against the config file's directory.
     fn resolve(&self, path: &str) -> PathBuf {
         self.dir.join(path)
+    }
+
+    /// `[log]`: `max_bytes` and `checkpoint_every` are positive counts;
+    /// `signing_key` is read now, so a key that cannot be used stops the
+    /// gateway here, named.
+    fn log(&mut self, raw: RawLog) -> Option<LogConfig> {
+        let mut valid = true;
+        let mut count = |reader: &mut Reader<'_>, key: &str, value: &Option<Spanned<i64>>, unit| {
+            let value = value.as_ref()?;
+            match u64::try_from(*value.get_ref()) {
+                Ok(count) if count >= 1 => Some(count),
+                _ => {
+                    reader.at(value.span(), key, format!("must be at least 1 ({unit})"));
+                    valid = false;
+                    None
+                }
+            }
+        };
+        let max_bytes = count(self, "log.max_bytes", &raw.max_bytes, "bytes");
+        let checkpoint_every = count(
+            self,
+            "log.checkpoint_every",
+            &raw.checkpoint_every,
+            "entries",
+        );
+        let signing_key = raw.signing_key.as_ref().and_then(|path| {
+            match crate::chain::SigningKey::load(&self.resolve(path.get_ref())) {
+                Ok(key) => Some(key),
+                Err(why) => {
+                    self.at(
+                        path.span(),
+                        "log.signing_key",
+                        format!("`{}`: {why}", mcp_hints_core::escape::shown(path.get_ref())),
+                    );
+                    valid = false;
+                    None
+                }
+            }
+        });
+        valid.then(|| LogConfig {
+            path: self.resolve(raw.path.get_ref()),
+            raw_arguments: raw.raw_arguments,
+            max_bytes,
+            checkpoint_every: checkpoint_every.unwrap_or(crate::log::CHECKPOINT_EVERY),
+            signing_key,
+        })
     }
 
     /// `[gateway]`: a `replica` given is a name of the upstreams' rule;

@@ -65,6 +65,8 @@ impl CallRecord {
         attempts: Option<u32>,
     ) -> Entry {
         Entry {
+            seq: None,
+            prev: None,
             time: log::now(),
             replica: Some(self.replica.clone()),
             id: self.id.clone(),

@@ -207,7 +207,11 @@ impl Gateway {
     ///
     /// As [`GatewayBuilder::start`].
     async fn open(config: Config, metrics: Metrics) -> Result<Gateway, Error> {
-        let log = AuditLog::open_measured(&config.log.path, metrics.clone())?;
+        let log = AuditLog::open_measured(
+            &config.log.path,
+            config.log.options(&config.gateway.replica),
+            metrics.clone(),
+        )?;
         let drift = match config.lock.as_ref().filter(|lock| lock.deny_drift) {
             Some(lock) => Some(DriftLock::load(lock)?),
             None => None,
@@ -308,13 +312,20 @@ impl Gateway {
     }
 
     /// Before the gateway exits: denies every parked call (the gateway
-    /// stopping), gives their tasks a moment to record and answer it, then waits until every
-    /// written audit entry is synced (the log's sync thread dies with the
-    /// process). A log that cannot be synced is said as an
-    /// event.
+    /// stopping), gives their tasks a moment to record and answer it,
+    /// writes the audit log's shutdown checkpoint
+    /// ([`AuditLog::checkpoint`]), then waits until every written audit
+    /// entry is synced (the log's sync thread dies with the process). A
+    /// checkpoint that cannot be written, or a log that cannot be synced,
+    /// is said as an event.
     pub async fn finish_log(&self) {
         if self.approvals.deny_all_stopping().await > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        // The checkpoint that lets a log cut short after this stop be found.
+        if let Err(error) = self.log.checkpoint() {
+            let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
+            tracing::error!(%error, "{error}");
         }
         if let Err(error) = self.log.flush().await {
             let error = mcp_hints_core::escape::one_line(&error.to_string()).into_owned();
