@@ -33,6 +33,8 @@ fn parked(id: &str) -> Parked {
         parked_at: now,
         expires_at: now + Duration::from_secs(60),
         reason: "rule[0] (require_approval note) requires an approver".to_owned(),
+        hints: serde_json::Value::Null,
+        drift: None,
     }
 }
 

@@ -16,6 +16,7 @@
 //! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
 //! | `auth` | bearer tokens to principals; each session kept to its principal |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls, Prometheus scrapes the metrics, and probes ask for health and readiness |
+//! | `page` | the approvals page the admin endpoint serves: sign-in, sessions and CSRF tokens, the parked calls as server-sent events |
 //!
 //! # A call, in order
 //!
@@ -62,6 +63,7 @@ mod auth;
 mod call;
 mod catalogue;
 mod gateway;
+mod page;
 mod serve;
 
 use std::sync::{Arc, PoisonError};
