@@ -145,7 +145,10 @@ impl DriftDiff {
                 part: name.clone(),
                 approved: then.get(name).cloned(),
                 now: now.fingerprint.parts.get(name).cloned(),
-                value: definition.get(name).filter(|value| !value.is_null()).cloned(),
+                value: definition
+                    .get(name)
+                    .filter(|value| !value.is_null())
+                    .cloned(),
             })
             .collect();
         let members = |annotations: Option<&Value>| -> BTreeMap<String, Value> {
@@ -160,7 +163,8 @@ impl DriftDiff {
         };
         let before = members(approved.and_then(|tool| tool.annotations.as_ref()));
         let after = members(now.annotations.as_ref());
-        let names: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+        let names: std::collections::BTreeSet<&String> =
+            before.keys().chain(after.keys()).collect();
         let annotations = names
             .into_iter()
             .filter(|name| before.get(*name) != after.get(*name))

@@ -73,10 +73,9 @@ impl Webhook {
                 Ok(answer) if answer.status().is_success() => return,
                 Ok(answer) => format!("it answered {}", answer.status()),
                 // Without the URL: it may carry a secret.
-                Err(error) if error.is_timeout() => format!(
-                    "it did not answer within {} s",
-                    WEBHOOK_TIMEOUT.as_secs()
-                ),
+                Err(error) if error.is_timeout() => {
+                    format!("it did not answer within {} s", WEBHOOK_TIMEOUT.as_secs())
+                }
                 Err(error) => error.without_url().to_string(),
             };
             let (id, error) = (escape::one_line(&id), escape::one_line(&failed));

@@ -1042,8 +1042,9 @@ fn approval_names_a_webhook_and_refuses_what_is_not_one() {
          sent: leave it out): write it like `http://127.0.0.1:9000/parked`"
     );
     assert!(
-        problem(&format!("{LOG}[approval]\nwebhook = \"not a url\"\n"))
-            .starts_with("/etc/gw/gateway.toml:4:11: approval.webhook: not a webhook URL (not a URL: ")
+        problem(&format!("{LOG}[approval]\nwebhook = \"not a url\"\n")).starts_with(
+            "/etc/gw/gateway.toml:4:11: approval.webhook: not a webhook URL (not a URL: "
+        )
     );
     assert_eq!(
         problem(&format!("{LOG}[approval]\nhook = \"http://h\"\n")),

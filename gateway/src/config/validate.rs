@@ -15,14 +15,14 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawApproval, RawAssert, RawClient, RawGateway, RawListen, RawLock, RawLog, RawPolicy,
-    RawRule, RawState, RawUpstream,
+    RawAction, RawAdmin, RawApproval, RawAssert, RawClient, RawGateway, RawListen, RawLock, RawLog,
+    RawPolicy, RawRule, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
-    Admin, ApprovalConfig, Assert, Client, Config, DefaultAction, GatewayConfig, Listen, LockConfig, LogConfig,
-    PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig, UpstreamConfig,
-    UpstreamTransport, defaults, is_name,
+    Admin, ApprovalConfig, Assert, Client, Config, DefaultAction, GatewayConfig, Listen,
+    LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret,
+    StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
 

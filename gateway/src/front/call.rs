@@ -291,8 +291,7 @@ impl Front {
             Ok(approved) => approved,
             Err(error) => return Err(end(self.drift_unknown(call, &error).await)),
         };
-        let (what, changed) = match DriftLock::check(name, approved.as_ref(), &call.listed.pinned)
-        {
+        let (what, changed) = match DriftLock::check(name, approved.as_ref(), &call.listed.pinned) {
             Drift::Approved => return Ok(()),
             Drift::New => (
                 "the tool is new since the lock was approved".to_owned(),

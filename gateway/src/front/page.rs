@@ -238,8 +238,10 @@ fn html(status: StatusCode, html: String, cookie: Option<String>) -> Response {
 }
 
 /// The headers every answer of the page carries: its
-/// `Content-Security-Policy`, no framing, no sniffing, no referrer, no
-/// caching.
+/// `Content-Security-Policy`, no framing, no sniffing, no caching, and
+/// no referrer to other origins (`same-origin`: with `no-referrer` a
+/// browser sends the page's own form posts with `Origin: null`, which the
+/// `Origin` check refuses).
 fn secured(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -252,7 +254,7 @@ fn secured(headers: &mut HeaderMap) {
     );
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
@@ -510,7 +512,10 @@ async fn announced(receiver: &mut Option<broadcast::Receiver<String>>) {
 
 /// `GET /page/app.js`.
 async fn script() -> Response {
-    asset(include_str!("page/app.js"), "text/javascript; charset=utf-8")
+    asset(
+        include_str!("page/app.js"),
+        "text/javascript; charset=utf-8",
+    )
 }
 
 /// `GET /page/style.css`.
@@ -566,7 +571,10 @@ mod tests {
             via: SignIn::AdminToken,
         };
         // An anonymous session decides nothing: 401, as without a cookie.
-        assert!(page.decider(&cookie_headers(&page, &form.id), b"").is_none());
+        assert!(
+            page.decider(&cookie_headers(&page, &form.id), b"")
+                .is_none()
+        );
         let session = page.sessions.sign_in(&form.id, approver.clone()).unwrap();
         let mut headers = cookie_headers(&page, &session.id);
         let refused = page.decider(&headers, b"").unwrap().unwrap_err();
@@ -591,6 +599,9 @@ mod tests {
             (approver, true)
         );
         // A session id the page never gave.
-        assert!(page.decider(&cookie_headers(&page, "forged"), b"").is_none());
+        assert!(
+            page.decider(&cookie_headers(&page, "forged"), b"")
+                .is_none()
+        );
     }
 }

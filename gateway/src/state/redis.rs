@@ -230,7 +230,11 @@ impl RedisState {
 async fn subscribe(client: redis::Client, channels: [(String, broadcast::WeakSender<String>); 2]) {
     use futures_util::StreamExt as _;
     let names: Vec<String> = channels.iter().map(|(name, _)| name.clone()).collect();
-    let live = || channels.iter().any(|(_, sender)| sender.upgrade().is_some());
+    let live = || {
+        channels
+            .iter()
+            .any(|(_, sender)| sender.upgrade().is_some())
+    };
     loop {
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;

@@ -339,10 +339,15 @@ mod tests {
         assert!(!html.contains("<script>"), "{html}");
         assert!(!html.contains("<b>"), "{html}");
         assert!(
-            html.contains("&quot;text&quot;: &quot;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;"),
+            html.contains(
+                "&quot;text&quot;: &quot;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;"
+            ),
             "{html}"
         );
-        assert!(html.contains("<code>&lt;b&gt;mallory&lt;/b&gt;</code>"), "{html}");
+        assert!(
+            html.contains("<code>&lt;b&gt;mallory&lt;/b&gt;</code>"),
+            "{html}"
+        );
         assert!(
             html.contains("<code>up__note&quot;&gt;&lt;script&gt;x()&lt;/script&gt;</code>"),
             "{html}"
@@ -350,7 +355,10 @@ mod tests {
         // Pretty-printed: one member a line.
         assert!(html.contains("{\n  &quot;n&quot;: 1,\n"), "{html}");
         // The time left, counted down by the script from here.
-        assert!(html.contains("data-left-ms=\"123000\">2:03 left</span>"), "{html}");
+        assert!(
+            html.contains("data-left-ms=\"123000\">2:03 left</span>"),
+            "{html}"
+        );
         // Each hint with its source.
         assert!(
             html.contains(
@@ -374,7 +382,10 @@ mod tests {
         assert!(html.contains("action=\"/deny/a%2Fb%20c%22\""), "{html}");
         assert!(html.contains("expiring"), "{html}");
         let error = calls(&Err("redis <down>".to_owned()), "t", UNIX_EPOCH);
-        assert!(error.contains("cannot be read: redis &lt;down&gt;"), "{error}");
+        assert!(
+            error.contains("cannot be read: redis &lt;down&gt;"),
+            "{error}"
+        );
         let empty = calls(&Ok(Vec::new()), "t", UNIX_EPOCH);
         assert!(empty.contains("No call is waiting"), "{empty}");
     }
@@ -409,8 +420,14 @@ mod tests {
             ),
             "{html}"
         );
-        assert!(html.contains("<summary><code>description</code> changed</summary>"), "{html}");
-        assert!(html.contains("&quot;Deletes &lt;everything&gt;&quot;"), "{html}");
+        assert!(
+            html.contains("<summary><code>description</code> changed</summary>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("&quot;Deletes &lt;everything&gt;&quot;"),
+            "{html}"
+        );
     }
 
     #[test]
