@@ -238,7 +238,7 @@ mod tests {
         while now.saturating_duration_since(start) + defaults::SESSION_IDLE / 2
             < defaults::SESSION_LIFETIME
         {
-            now = now + defaults::SESSION_IDLE / 2;
+            now += defaults::SESSION_IDLE / 2;
             assert!(sessions.get_at(&signed_in.id, now).is_some());
         }
         assert!(
