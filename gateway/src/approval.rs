@@ -38,6 +38,7 @@ use super::policy::Expiry;
 #[cfg(test)]
 use super::state::InProcess;
 use super::state::{SharedState, StateError};
+use super::webhook::Webhook;
 use mcp_hints_core::escape::one_line;
 
 /// A call held for an approver: who asked for what, with the exact
@@ -65,6 +66,121 @@ pub struct Parked {
     pub expires_at: SystemTime,
     /// Why it waits, for the approver: the rule that fired, or what drifted.
     pub reason: String,
+    /// The hints the gateway acted on, each with its source, as the audit
+    /// log's `hints` has them: `{"readOnlyHint": {"value": false,
+    /// "source": "asserted"}, ...}` (sources `asserted`, `declared`,
+    /// `defaulted`). `null` in a record parked by a gateway that did not
+    /// keep them.
+    #[serde(default)]
+    pub hints: Value,
+    /// For a call of a drifted tool: how its definition differs from the
+    /// approved fingerprint. `None` for a call a rule parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftDiff>,
+}
+
+/// How a drifted tool's definition differs from the fingerprint approved
+/// for it (the drift lock keeps a digest of each part and the annotations
+/// themselves, so a changed part is shown with its value now, and a
+/// changed annotation with both values). Serialised for `GET /pending`
+/// and the approvals page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriftDiff {
+    /// Whether nothing was approved for the tool: every part is new.
+    pub new: bool,
+    /// What changed, in the words of `mcp-hints audit --pinned`
+    /// (`"description"`, `"readOnlyHint false -> true"`); empty for a new
+    /// tool.
+    pub what: Vec<String>,
+    /// Each part of the definition whose digest differs, by wire name
+    /// (`"description"`, `"inputSchema"`, ...), in name order.
+    pub parts: Vec<PartChange>,
+    /// Each annotation whose value differs (`null` counts as absent), in
+    /// name order.
+    pub annotations: Vec<AnnotationChange>,
+}
+
+/// One part of a drifted tool's definition that changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartChange {
+    /// Its wire name.
+    pub part: String,
+    /// Its SHA-256 digest as approved (hex); `None`: it was absent.
+    pub approved: Option<String>,
+    /// Its digest now; `None`: it is gone.
+    pub now: Option<String>,
+    /// Its value now, as the upstream serves it; `None` when it is gone.
+    pub value: Option<Value>,
+}
+
+/// One annotation of a drifted tool that changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnnotationChange {
+    /// Its name (`"readOnlyHint"`, `"title"`, ...).
+    pub name: String,
+    /// Its value as approved; `None`: absent.
+    pub approved: Option<Value>,
+    /// Its value now; `None`: absent.
+    pub now: Option<Value>,
+}
+
+impl DriftDiff {
+    /// The difference between the `approved` fingerprint (`None`: nothing
+    /// approved) and the tool as served now: `now`, the [`PinnedTool`] of
+    /// its `definition`; `what` is [`Drift::Changed`]'s words.
+    pub(crate) fn between(
+        approved: Option<&PinnedTool>,
+        now: &PinnedTool,
+        definition: &Map<String, Value>,
+        what: Vec<String>,
+    ) -> DriftDiff {
+        let no_parts = BTreeMap::new();
+        let then = approved.map_or(&no_parts, |tool| &tool.fingerprint.parts);
+        let names: std::collections::BTreeSet<&String> =
+            then.keys().chain(now.fingerprint.parts.keys()).collect();
+        let parts = names
+            .into_iter()
+            .filter(|name| then.get(*name) != now.fingerprint.parts.get(*name))
+            .map(|name| PartChange {
+                part: name.clone(),
+                approved: then.get(name).cloned(),
+                now: now.fingerprint.parts.get(name).cloned(),
+                value: definition
+                    .get(name)
+                    .filter(|value| !value.is_null())
+                    .cloned(),
+            })
+            .collect();
+        let members = |annotations: Option<&Value>| -> BTreeMap<String, Value> {
+            match annotations {
+                Some(Value::Object(members)) => members
+                    .iter()
+                    .filter(|(_, value)| !value.is_null())
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect(),
+                _ => BTreeMap::new(),
+            }
+        };
+        let before = members(approved.and_then(|tool| tool.annotations.as_ref()));
+        let after = members(now.annotations.as_ref());
+        let names: std::collections::BTreeSet<&String> =
+            before.keys().chain(after.keys()).collect();
+        let annotations = names
+            .into_iter()
+            .filter(|name| before.get(*name) != after.get(*name))
+            .map(|name| AnnotationChange {
+                name: name.clone(),
+                approved: before.get(name).cloned(),
+                now: after.get(name).cloned(),
+            })
+            .collect();
+        DriftDiff {
+            new: approved.is_none(),
+            what,
+            parts,
+            annotations,
+        }
+    }
 }
 
 /// Who denied the calls still parked when the gateway stopped, in
@@ -179,6 +295,8 @@ const RESOLUTION_POLL: Duration = Duration::from_secs(1);
 pub struct Approvals {
     waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Resolution>>>>,
     shared: Arc<dyn SharedState>,
+    /// Told of each call parked here (`[approval] webhook`).
+    webhook: Option<Webhook>,
 }
 
 impl fmt::Debug for Approvals {
@@ -230,14 +348,16 @@ impl<F: FnOnce()> Drop for Unpark<'_, F> {
 }
 
 impl Approvals {
-    /// No call waiting here; the ledger is `shared`'s. A task of its own
-    /// (within the current tokio runtime) delivers the resolutions the
-    /// backend announces to the calls waiting here; it ends with the last
-    /// clone of these approvals.
-    pub(crate) fn new(shared: Arc<dyn SharedState>) -> Approvals {
+    /// No call waiting here; the ledger is `shared`'s, and each call
+    /// parked here is announced to `webhook`, when there is one. A task of
+    /// its own (within the current tokio runtime) delivers the resolutions
+    /// the backend announces to the calls waiting here; it ends with the
+    /// last clone of these approvals.
+    pub(crate) fn new(shared: Arc<dyn SharedState>, webhook: Option<Webhook>) -> Approvals {
         let approvals = Approvals {
             waiting: Arc::default(),
             shared,
+            webhook,
         };
         tokio::spawn(deliver(
             approvals.shared.resolved(),
@@ -250,7 +370,7 @@ impl Approvals {
     /// A gateway's own approvals, on an [`InProcess`] ledger.
     #[cfg(test)]
     pub(crate) fn in_process() -> Approvals {
-        Approvals::new(Arc::new(InProcess::new(None)))
+        Approvals::new(Arc::new(InProcess::new(None)), None)
     }
 
     fn map(&self) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Resolution>>> {
@@ -311,6 +431,9 @@ impl Approvals {
             return unpark.disarm(Resolution::Unavailable {
                 reason: one_line(&error.to_string()).into_owned(),
             });
+        }
+        if let Some(webhook) = &self.webhook {
+            webhook.announce(&call);
         }
         let mut withdrawn = std::pin::pin!(withdrawn);
         let expiry = tokio::time::sleep(timeout);
@@ -855,6 +978,8 @@ mod tests {
             parked_at: UNIX_EPOCH + Duration::from_secs(parked_at),
             expires_at: UNIX_EPOCH,
             reason: "rule[1] (require_approval *delete*)".to_owned(),
+            hints: Value::Null,
+            drift: None,
         }
     }
 

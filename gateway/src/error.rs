@@ -62,6 +62,14 @@ pub enum Error {
     #[error(transparent)]
     State(crate::state::StateError),
 
+    /// The webhook of parked calls (`[approval] webhook`) could not be set
+    /// up: its HTTP client could not be built.
+    #[error("approval.webhook: cannot send to the webhook: {error}")]
+    Webhook {
+        /// Why, on one line (without the URL, which may carry a secret).
+        error: String,
+    },
+
     /// The drift lock exists but could not be read: `PATH: WHY`.
     #[error("{}: {error}", path.display())]
     LockRead {

@@ -25,6 +25,7 @@
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
 //! | `readiness` (private) | the probes `GET /readyz` asks: every upstream, and what else a call depends on |
+//! | `webhook` (private) | telling `[approval] webhook` of each parked call, in the background |
 //! | [`front`] | the MCP server clients talk to: the gateway and its builder, the call path, HTTP and stdio, bearer tokens and session ownership, the admin endpoint |
 //!
 //! # Errors
@@ -77,6 +78,8 @@
 //! | `front::serve` | warn | `TCP_NODELAY` refused by a connection | `error` |
 //! | `front::admin` | info | the admin endpoint's address | `address` |
 //! | `front::admin` | error | the admin endpoint stopped | `error` |
+//! | `front::admin` | info | the approvals page's address | `address` |
+//! | `webhook` | warn | a parked call the webhook was not told of (it answered an error, failed or did not answer in time); the call waits all the same | `call_id`, `error` |
 //! | `log` | error | the audit log cannot be written: calls are refused | `path`, `error` |
 //! | `log` | info | the audit log is written again | `path` |
 //! | `log` | info | the audit log rotated (`[log] max_bytes`) | `path`, `rotated` (the name it has now) |
@@ -111,6 +114,7 @@ mod readiness;
 mod scratch;
 pub mod state;
 mod upstream;
+mod webhook;
 
 use std::collections::HashMap;
 
@@ -151,6 +155,22 @@ pub mod defaults {
     /// How often the metrics' upkeep runs (histogram samples drained into
     /// their buckets) when nobody scrapes `GET /metrics`: 5 seconds.
     pub const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+    /// How long the approvals page's sign-in form stays valid (its
+    /// anonymous session and CSRF token): 30 minutes.
+    pub const SIGN_IN_FORM_LIFETIME: Duration = Duration::from_secs(30 * 60);
+    /// How long an approver's page session lasts unused: 1 hour.
+    pub const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+    /// How long an approver's page session lasts at most, used or not: 12
+    /// hours; then they sign in again.
+    pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+    /// The most page sessions one admin endpoint keeps (sign-in forms
+    /// included): 1,000. Past it the oldest sign-in form goes first.
+    pub const MAX_PAGE_SESSIONS: usize = 1_000;
+    /// How often an open approvals page reads the parked calls again
+    /// without being told of a change (a notice missed while the shared
+    /// state's subscriber reconnects, or a record gone when its replica
+    /// died): 5 seconds.
+    pub const PAGE_REFRESH: Duration = Duration::from_secs(5);
 }
 
 /// The separator between the upstream's name and its tool's name.

@@ -34,6 +34,8 @@ fn parked(id: &str) -> Parked {
         parked_at: now,
         expires_at: now + Duration::from_secs(60),
         reason: "rule[0] (require_approval note) requires an approver".to_owned(),
+        hints: serde_json::Value::Null,
+        drift: None,
     }
 }
 
@@ -265,4 +267,38 @@ async fn a_retry_budget_is_summed_over_both_replicas_and_its_window() {
             .await
             .is_err()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_parked_at_one_replica_is_announced_at_another_with_its_hints() {
+    let redis = RedisServer::start();
+    let a = RedisState::open(&redis.url(), "announce", None).unwrap();
+    let b = RedisState::open(&redis.url(), "announce", None).unwrap();
+    let mut announced = b.newly_parked();
+    let hints = serde_json::json!({
+        "readOnlyHint": {"value": false, "source": "asserted"},
+    });
+    // B's subscriber connects in a task of its own: park until one
+    // announcement arrives, bounded.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    let id = loop {
+        let mut call = parked(&format!("announced-{n}"));
+        call.hints = hints.clone();
+        a.park(&call).await.unwrap();
+        if let Ok(Ok(id)) = tokio::time::timeout(Duration::from_millis(200), announced.recv()).await
+        {
+            break id;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B was told of no parked call"
+        );
+        n += 1;
+    };
+    assert!(id.starts_with("announced-"), "{id}");
+    let listed = b.pending().await.unwrap();
+    let call = listed.iter().find(|call| call.id == id).unwrap();
+    assert_eq!(call.hints, hints);
+    assert_eq!(call.drift, None);
 }

@@ -77,6 +77,8 @@ fn parked_round(
             parked_at: now,
             expires_at: now + Duration::from_secs(60),
             reason: "rule[1] (require_approval notes__update_note) requires an approver".to_owned(),
+            hints: serde_json::Value::Null,
+            drift: None,
         };
         state.park(&call).await.expect("the call is parked");
         let approved = Resolution::Approved {

@@ -1,8 +1,8 @@
 //! The gateway's config file (TOML): its types, [`load`] and [`parse`].
 //!
 //! The format is the one in the README's "Gateway" section: `[gateway]`,
-//! `[listen]`, `[admin]`, `[[client]]`, `[auth]`, `[log]`, `[lock]`, `[policy]`,
-//! `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
+//! `[listen]`, `[admin]`, `[approval]`, `[[client]]`, `[auth]`, `[log]`,
+//! `[lock]`, `[policy]`, `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
 //! later is checked here, at start, and each problem is named with the file,
 //! line and column and the key path (`rule[2].limit`, indices from 0, as in
 //! the audit log's rule names), so an operator fixes the file once instead
@@ -67,6 +67,10 @@ pub mod defaults {
     /// a rule for `local` means the local agent only.
     pub const LOCAL_PRINCIPAL: &str = "local";
 
+    /// How long a parked call's webhook (`[approval] webhook`) may take,
+    /// connecting included, before it is given up: 5 seconds.
+    pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+
     /// `[state] prefix` when absent.
     pub const STATE_PREFIX: &str = "mcp-hints-gateway";
 
@@ -100,6 +104,9 @@ pub struct Config {
     pub listen: Listen,
     /// `[admin]`: the admin endpoint's token; `None` when absent.
     pub admin: Option<Admin>,
+    /// `[approval]`: who else hears of a parked call (all defaults when
+    /// absent).
+    pub approval: ApprovalConfig,
     /// `[[client]]`: bearer tokens and the principals they map to, in file
     /// order. Empty: no HTTP client is let in (stdio is principal `local`).
     pub clients: Vec<Client>,
@@ -258,6 +265,34 @@ pub struct Admin {
     /// From `token`, or the environment variable `token_env` names. Never
     /// the same as a client's token.
     pub token: Secret,
+    /// `secure_cookie`: whether the approvals page's session cookie is
+    /// `Secure` (sent only over HTTPS). `None` (absent): `Secure` unless
+    /// `listen.admin_http` is a loopback address, which the gateway serves
+    /// as plain HTTP, where a browser would not keep a `Secure` cookie; a
+    /// non-loopback admin endpoint is meant to be reached through a proxy
+    /// that speaks TLS. See [`Admin::cookie_is_secure`].
+    pub secure_cookie: Option<bool>,
+}
+
+impl Admin {
+    /// Whether the page's session cookie is `Secure` for an admin
+    /// endpoint at `address`: `secure_cookie` when given, else whether
+    /// `address` is not loopback.
+    pub fn cookie_is_secure(&self, address: SocketAddr) -> bool {
+        self.secure_cookie
+            .unwrap_or_else(|| !address.ip().is_loopback())
+    }
+}
+
+/// `[approval]`: parked calls beyond the admin endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalConfig {
+    /// `webhook` (an `http://` or `https://` URL): each call parked here is
+    /// POSTed there as JSON (`{"id", "tool", "upstream", "principal",
+    /// "reason", "expires_at", "page"}`), in the background, within
+    /// [`defaults::WEBHOOK_TIMEOUT`]; a webhook that fails is said as an
+    /// event and changes nothing. `None` (the default): nobody is told.
+    pub webhook: Option<String>,
 }
 
 /// `[[client]]`: one bearer token and the principal it maps to.

@@ -35,6 +35,14 @@ pub(super) struct RawListen {
 pub(super) struct RawAdmin {
     pub(super) token: Option<Spanned<String>>,
     pub(super) token_env: Option<Spanned<String>>,
+    pub(super) secure_cookie: Option<bool>,
+}
+
+/// `[approval]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApproval {
+    pub(super) webhook: Option<Spanned<String>>,
 }
 
 /// One `[[client]]`.

@@ -1197,3 +1197,63 @@ fn a_rule_scope_needs_auth_and_auth_opens_the_principal_globs() {
         config.warnings()
     );
 }
+
+#[test]
+fn approval_names_a_webhook_and_refuses_what_is_not_one() {
+    assert_eq!(read(LOG).unwrap().approval, ApprovalConfig::default());
+    let text = format!("{LOG}[approval]\nwebhook = \"http://127.0.0.1:9000/parked?key=k\"\n");
+    assert_eq!(
+        read(&text).unwrap().approval.webhook.as_deref(),
+        Some("http://127.0.0.1:9000/parked?key=k")
+    );
+    // The URL may hold a secret: the problem does not quote it.
+    let said = problem(&format!(
+        "{LOG}[approval]\nwebhook = \"ftp://host/secret\"\n"
+    ));
+    assert_eq!(
+        said,
+        "/etc/gw/gateway.toml:4:11: approval.webhook: not a webhook URL (the scheme must be \
+         `http://` or `https://`): write it like `http://127.0.0.1:9000/parked`"
+    );
+    assert!(!said.contains("secret"));
+    assert_eq!(
+        problem(&format!("{LOG}[approval]\nwebhook = \"http://h/p#top\"\n")),
+        "/etc/gw/gateway.toml:4:11: approval.webhook: not a webhook URL (a fragment is never \
+         sent: leave it out): write it like `http://127.0.0.1:9000/parked`"
+    );
+    assert!(
+        problem(&format!("{LOG}[approval]\nwebhook = \"not a url\"\n")).starts_with(
+            "/etc/gw/gateway.toml:4:11: approval.webhook: not a webhook URL (not a URL: "
+        )
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[approval]\nhook = \"http://h\"\n")),
+        "/etc/gw/gateway.toml:4:1: approval.hook: unknown key `hook`; this table takes `webhook`"
+    );
+}
+
+#[test]
+fn the_session_cookie_is_secure_unless_the_admin_endpoint_is_loopback() {
+    let loopback: SocketAddr = "127.0.0.1:8788".parse().unwrap();
+    let public: SocketAddr = "192.0.2.7:8788".parse().unwrap();
+    let admin = read(&format!("{LOG}[admin]\ntoken_env = \"ADMIN_TOKEN\"\n"))
+        .unwrap()
+        .admin
+        .unwrap();
+    assert_eq!(admin.secure_cookie, None);
+    assert!(!admin.cookie_is_secure(loopback));
+    assert!(admin.cookie_is_secure(public));
+    let forced = read(&format!(
+        "{LOG}[admin]\ntoken_env = \"ADMIN_TOKEN\"\nsecure_cookie = true\n"
+    ))
+    .unwrap()
+    .admin
+    .unwrap();
+    assert!(forced.cookie_is_secure(loopback));
+    assert!(
+        problem(&format!(
+            "{LOG}[admin]\ntoken_env = \"ADMIN_TOKEN\"\nsecure_cookie = \"yes\"\n"
+        ))
+        .starts_with("/etc/gw/gateway.toml:5:17: admin.secure_cookie: ")
+    );
+}

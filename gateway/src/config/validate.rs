@@ -15,14 +15,15 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawAssert, RawAuth, RawClient, RawGateway, RawListen, RawLock, RawLog,
+    RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawGateway, RawListen,
+    RawLock, RawLog,
     RawPolicy, RawRule, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
-    Admin, Assert, AuthConfig, Client, Config, DefaultAction, GatewayConfig, Listen, LockConfig,
-    LogConfig, PolicyConfig, Predicate, Problem, RuleAction, RuleConfig, Secret, StateConfig,
-    UpstreamConfig, UpstreamTransport, defaults, is_name,
+    Admin, ApprovalConfig, Assert, AuthConfig, Client, Config, DefaultAction, GatewayConfig,
+    Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction, RuleConfig,
+    Secret, StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
 
@@ -52,10 +53,11 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 12] = [
+const SECTIONS: [(&str, bool); 13] = [
     ("gateway", false),
     ("listen", false),
     ("admin", false),
+    ("approval", false),
     ("client", true),
     ("auth", false),
     ("log", false),
@@ -124,6 +126,8 @@ impl Reader<'_> {
             )),
         };
         let admin = section("admin").map(|value| self.table::<RawAdmin>("admin", value));
+        let approval =
+            section("approval").map(|value| self.table::<RawApproval>("approval", value));
         let clients = self.array::<RawClient>("client", section("client"));
         let auth = section("auth").map(|value| self.table::<RawAuth>("auth", value));
         let log = match section("log") {
@@ -147,6 +151,7 @@ impl Reader<'_> {
         let gateway = gateway.map(|raw| raw.and_then(|(raw, _)| self.gateway(raw)));
         let listen = listen.map(|(raw, _)| self.listen(raw));
         let admin = admin.map(|raw| raw.and_then(|(raw, span)| self.admin(raw, span)));
+        let approval = approval.map(|raw| raw.and_then(|(raw, _)| self.approval(raw)));
         let clients: Vec<Option<Client>> = clients
             .into_iter()
             .enumerate()
@@ -217,6 +222,7 @@ impl Reader<'_> {
             gateway: present(gateway)?.unwrap_or_else(GatewayConfig::for_this_host),
             listen,
             admin: present(admin)?,
+            approval: present(approval)?.unwrap_or_default(),
             clients: clients.into_iter().collect::<Option<_>>()?,
             auth: present(auth)?,
             log: log?,
@@ -759,7 +765,45 @@ impl Reader<'_> {
 
     fn admin(&mut self, raw: RawAdmin, span: Range<usize>) -> Option<Admin> {
         let token = self.token("admin", span, raw.token, raw.token_env)?;
-        Some(Admin { token })
+        Some(Admin {
+            token,
+            secure_cookie: raw.secure_cookie,
+        })
+    }
+
+    /// `[approval]`: a `webhook` that is an `http://` or `https://` URL
+    /// naming a host, without a fragment. It is not quoted in a problem: it
+    /// may carry a secret.
+    fn approval(&mut self, raw: RawApproval) -> Option<ApprovalConfig> {
+        if let Some(url) = &raw.webhook {
+            let why = match reqwest::Url::parse(url.get_ref()) {
+                Err(error) => Some(format!("not a URL: {error}")),
+                Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
+                    Some("the scheme must be `http://` or `https://`".to_owned())
+                }
+                Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
+                    Some("it names no host".to_owned())
+                }
+                Ok(parsed) if parsed.fragment().is_some() => {
+                    Some("a fragment is never sent: leave it out".to_owned())
+                }
+                Ok(_) => None,
+            };
+            if let Some(why) = why {
+                self.at(
+                    url.span(),
+                    "approval.webhook",
+                    format!(
+                        "not a webhook URL ({why}): write it like \
+                         `http://127.0.0.1:9000/parked`"
+                    ),
+                );
+                return None;
+            }
+        }
+        Some(ApprovalConfig {
+            webhook: raw.webhook.map(Spanned::into_inner),
+        })
     }
 
     fn client(&mut self, index: usize, raw: RawClient, span: Range<usize>) -> Option<Client> {

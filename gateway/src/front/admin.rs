@@ -1,14 +1,15 @@
 //! The admin endpoint, where approvers see and decide parked calls
 //! (`GET /pending`, `POST /approve/{id}`, `POST /deny/{id}`) and Prometheus
-//! scrapes its metrics (`GET /metrics`), behind the admin token; and where
-//! a load balancer or an orchestrator asks whether the gateway lives and
-//! can serve (`GET /healthz`, `GET /readyz`), without one; all behind the
-//! HTTP guard and a `Host` check.
+//! scrapes its metrics (`GET /metrics`), behind the admin token; where
+//! approvers sign in to the approvals page (`super::page`); and where a
+//! load balancer or an orchestrator asks whether the gateway lives and can
+//! serve (`GET /healthz`, `GET /readyz`), without one; all behind the HTTP
+//! guard and a `Host` check.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::Listener;
@@ -18,9 +19,24 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::auth::{bearer, unauthorized};
+use super::page::{self, Page};
 use super::serve::{allowed_hosts, bind};
 use crate::Error;
 use crate::approval::{ApprovalError, DecideRequest};
+
+/// What the admin endpoint's handlers share: the gateway, and the
+/// approvals page's sessions.
+#[derive(Clone)]
+pub(super) struct AdminState {
+    pub(super) gateway: Arc<Gateway>,
+    pub(super) page: Arc<Page>,
+}
+
+impl FromRef<AdminState> for Arc<Gateway> {
+    fn from_ref(state: &AdminState) -> Arc<Gateway> {
+        state.gateway.clone()
+    }
+}
 
 /// Serves the admin endpoint on `address`, in a task of its own. Its
 /// routes:
@@ -28,7 +44,8 @@ use crate::approval::{ApprovalError, DecideRequest};
 /// | route | token | answers |
 /// |---|---|---|
 /// | `GET /pending` | admin | 200 `{"pending": [PARKED, ...]}`; 503 `{"error": ...}` when the shared state cannot be read |
-/// | `POST /approve/{id}`, `POST /deny/{id}` | admin | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; the body is `{"by": NAME}` or empty (by `admin`) |
+/// | `POST /approve/{id}`, `POST /deny/{id}` | admin, or the page's session | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; with the token, the body is `{"by": NAME}` or empty (by `admin`); with the page's session cookie instead, the session's CSRF token is required (`X-CSRF-Token`, or a form's `csrf` field: 403 without it), the decision is by the signed-in approver, and a form is answered 303 back to the page |
+/// | `GET /`, `GET /approvals`, `POST /sign-in`, `POST /sign-out`, `GET /events`, `GET /page/*` | the page's session | the approvals page: sign in with the admin token, see parked calls as they come (server-sent events), approve or deny them; see below |
 /// | `GET /metrics` | admin | 200, the metrics in Prometheus' text format (0.0.4), as the crate documentation's "Metrics" lists them; 404 unless the gateway was started with [`GatewayBuilder::metrics`](super::GatewayBuilder::metrics) |
 /// | `GET /healthz` | none | 200 `ok` while the process serves (liveness) |
 /// | `GET /readyz` | none | 200 `{"ready": true}` when every upstream is reachable and a shared state (`[state] redis`) answers; else 503 `{"ready": false, "unready": [{"kind": "upstream", "name": NAME, "reason": WHY}, ...]}` (kind `state`, name `redis`, for the shared state), each name and reason escaped (readiness: a replica to take out of rotation) |
@@ -41,7 +58,15 @@ use crate::approval::{ApprovalError, DecideRequest};
 /// not here) and a `Host` check (403 for a name other than a loopback one
 /// or the bound address, 400 for none), so that a web page cannot reach it
 /// by DNS rebinding. Says the bound address as an event: `gateway: admin
-/// endpoint at http://ADDR`.
+/// endpoint at http://ADDR`, and the page's: `approvals page at
+/// http://ADDR/approvals`.
+///
+/// The approvals page keeps its sessions in this process, under a
+/// random id in an `HttpOnly`, `SameSite=Strict` cookie (`Secure` as
+/// `[admin] secure_cookie` says: by default on unless the endpoint is
+/// loopback, which is plain HTTP), and every POST it makes carries the
+/// session's CSRF token; a bearer-token request needs none. What the page
+/// shows and how it updates: the crate README's "Approvals page".
 ///
 /// # Errors
 ///
@@ -68,6 +93,17 @@ pub async fn serve_admin(
         address,
         bound,
     ));
+    let secure = gateway
+        .config
+        .admin
+        .as_ref()
+        .is_some_and(|admin| admin.cookie_is_secure(bound));
+    let page_url = format!("http://{bound}/approvals");
+    let _ = gateway.page.set(page_url.clone());
+    let state = AdminState {
+        gateway,
+        page: Arc::new(Page::new(secure)),
+    };
     let routes = axum::Router::new()
         .route("/pending", get(admin_pending))
         .route("/approve/{id}", post(admin_approve))
@@ -75,7 +111,8 @@ pub async fn serve_admin(
         .route("/metrics", get(admin_metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(gateway)
+        .merge(page::routes())
+        .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(allowed_hosts(bound)),
             admin_host,
@@ -83,6 +120,7 @@ pub async fn serve_admin(
     let guard = HttpGuard::for_address(bound);
     let app = axum::Router::new().fallback_service(guard.service(routes));
     tracing::info!(address = %bound, "admin endpoint at http://{bound}");
+    tracing::info!(address = %page_url, "approvals page at {page_url}");
     Ok(tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             tracing::error!(%error, "the admin endpoint stopped: {error}");
@@ -216,32 +254,56 @@ async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
 }
 
 async fn admin_approve(
-    State(gateway): State<Arc<Gateway>>,
+    State(state): State<AdminState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    admin_decide(&gateway, &headers, &id, &body, true).await
+    admin_decide(&state, &headers, &id, &body, true).await
 }
 
 async fn admin_deny(
-    State(gateway): State<Arc<Gateway>>,
+    State(state): State<AdminState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    admin_decide(&gateway, &headers, &id, &body, false).await
+    admin_decide(&state, &headers, &id, &body, false).await
 }
 
-/// Approves or denies the parked call `id`; `body` is a [`DecideRequest`]
-/// (or empty: by `admin`).
+/// Approves or denies the parked call `id`: with `Authorization`, the
+/// bearer-token API (`body` a [`DecideRequest`], or empty: by `admin`);
+/// without it, the approvals page's session, its CSRF token required
+/// ([`Page::decider`]); with neither, 401.
 async fn admin_decide(
-    gateway: &Gateway,
+    state: &AdminState,
     headers: &HeaderMap,
     id: &str,
     body: &[u8],
     approve: bool,
 ) -> Response {
+    let gateway = &state.gateway;
+    if !headers.contains_key(header::AUTHORIZATION)
+        && let Some(decider) = state.page.decider(headers, body)
+    {
+        return match decider {
+            Ok((approver, false)) => decide(gateway, id, &approver.name, approve).await,
+            Ok((approver, true)) => {
+                // A form without the script: back to the page, which shows
+                // the list without the call; a refusal is shown as is.
+                let answer = decide(gateway, id, &approver.name, approve).await;
+                if answer.status().is_success() {
+                    let mut back = StatusCode::SEE_OTHER.into_response();
+                    back.headers_mut()
+                        .insert(header::LOCATION, HeaderValue::from_static("/approvals"));
+                    back
+                } else {
+                    answer
+                }
+            }
+            Err(refused) => refused,
+        };
+    }
     if let Err(refused) = admin_authorized(gateway, headers) {
         return refused;
     }
@@ -259,10 +321,16 @@ async fn admin_decide(
         }
     };
     let by = request.by.unwrap_or_else(|| "admin".to_owned());
+    decide(gateway, id, &by, approve).await
+}
+
+/// Approves or denies the parked call `id` as by `by`: 200 `{"id",
+/// "decision"}`, or 404 or 503 `{"id", "error"}`.
+async fn decide(gateway: &Gateway, id: &str, by: &str, approve: bool) -> Response {
     let decided = if approve {
-        gateway.approvals.approve(id, &by).await
+        gateway.approvals.approve(id, by).await
     } else {
-        gateway.approvals.deny(id, &by).await
+        gateway.approvals.deny(id, by).await
     };
     let decision = if approve { "approved" } else { "denied" };
     match decided {

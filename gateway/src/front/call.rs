@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::catalogue::Listed;
 use super::{Front, Principal};
-use crate::approval::{Approvals, Drift, DriftLock, Parked, Resolution};
+use crate::approval::{Approvals, Drift, DriftDiff, DriftLock, Parked, Resolution};
 use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
@@ -119,6 +119,9 @@ struct Parking {
     on_expiry: Expiry,
     /// The rule's text for the audit entries; `None` for drift.
     rule: Option<String>,
+    /// For drift: how the tool differs from its approved fingerprint,
+    /// shown to the approver.
+    drift: Option<DriftDiff>,
 }
 
 /// A tool error (`isError: true`) with `text`, and the gateway's decision
@@ -295,11 +298,22 @@ impl Front {
             Ok(approved) => approved,
             Err(error) => return Err(end(self.drift_unknown(call, &error).await)),
         };
-        let what = match DriftLock::check(name, approved.as_ref(), &call.listed.pinned) {
+        let (what, changed) = match DriftLock::check(name, approved.as_ref(), &call.listed.pinned) {
             Drift::Approved => return Ok(()),
-            Drift::New => "the tool is new since the lock was approved".to_owned(),
-            Drift::Changed { what } => format!("changed since approval: {}", what.join(", ")),
+            Drift::New => (
+                "the tool is new since the lock was approved".to_owned(),
+                Vec::new(),
+            ),
+            Drift::Changed { what } => {
+                (format!("changed since approval: {}", what.join(", ")), what)
+            }
         };
+        let diff = DriftDiff::between(
+            approved.as_ref(),
+            &call.listed.pinned,
+            &call.listed.definition,
+            changed,
+        );
         let entry = call
             .record
             .entry(Phase::Decided, Decision::Drift, None, None, None);
@@ -320,6 +334,7 @@ impl Front {
             timeout: defaults::DRIFT_APPROVAL_TIMEOUT,
             on_expiry: Expiry::Deny,
             rule: None,
+            drift: Some(diff),
         };
         let resolution = self.park(call, &parking, context).await?;
         let decision = resolution.decision();
@@ -580,6 +595,7 @@ impl Front {
             timeout,
             on_expiry,
             rule: rule_text.clone(),
+            drift: None,
         };
         let resolution = self.park(call, &parking, context).await?;
         let decision = resolution.decision();
@@ -842,7 +858,7 @@ async fn wait_for_approver(
     parking: &Parking,
     withdrawn: impl Future<Output = ()>,
 ) -> Resolution {
-    let parked = parked(record, arguments, parking.timeout, parking.reason.clone());
+    let parked = parked(record, arguments, parking);
     let dropped = || record_abandoned(log, record, parking.rule.clone());
     // Counted until the wait ends, or this future is dropped.
     let _parked = metrics.parked();
@@ -901,12 +917,7 @@ fn record_abandoned(log: &AuditLog, record: &CallRecord, rule: Option<String>) {
 }
 
 /// The parked form of a call.
-fn parked(
-    record: &CallRecord,
-    arguments: &Map<String, Value>,
-    timeout: Duration,
-    reason: String,
-) -> Parked {
+fn parked(record: &CallRecord, arguments: &Map<String, Value>, parking: &Parking) -> Parked {
     let now = SystemTime::now();
     Parked {
         id: record.id.clone(),
@@ -915,8 +926,10 @@ fn parked(
         tool: record.tool.clone(),
         arguments: arguments.clone(),
         parked_at: now,
-        expires_at: now + timeout,
-        reason,
+        expires_at: now + parking.timeout,
+        reason: parking.reason.clone(),
+        hints: record.hints.clone(),
+        drift: parking.drift.clone(),
     }
 }
 
@@ -1044,6 +1057,7 @@ mod tests {
             timeout: Duration::from_secs(300),
             on_expiry: Expiry::Deny,
             rule: Some("rule[0]".to_owned()),
+            drift: None,
         };
         let arguments = JsonObject::new();
         let wait = || {

@@ -31,6 +31,9 @@ pub(super) struct Listed {
     /// The upstream's definition's fingerprint and annotations, for the
     /// drift lock.
     pub(super) pinned: PinnedTool,
+    /// The definition as the upstream serves it, so that an approver of a
+    /// drifted tool sees what changed (the lock keeps only digests).
+    pub(super) definition: Map<String, Value>,
 }
 
 /// The tools the gateway serves, as last built from the upstreams' lists.
@@ -90,6 +93,7 @@ impl Catalogue {
                         logged_hints: serde_json::to_value(hints).unwrap_or(Value::Null),
                         hints,
                         pinned,
+                        definition,
                     }),
                 );
             }

@@ -22,6 +22,7 @@ use crate::policy::Policy;
 use crate::readiness::Probe;
 use crate::state::{InProcess, Metered, RedisState, SharedState};
 use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
+use crate::webhook::Webhook;
 
 #[cfg(doc)]
 use super::router;
@@ -177,6 +178,9 @@ pub struct Gateway {
     /// The tools the served list leaves out for their names, as last said
     /// as an event: each is said once while it stays left out.
     pub(super) left_out: Mutex<HashSet<(String, String)>>,
+    /// The approvals page (`http://ADMIN/approvals`), set once the admin
+    /// endpoint is bound; the webhook's payloads link to it.
+    pub(super) page: Arc<std::sync::OnceLock<String>>,
     /// How the commands the gateway prints reach its admin endpoint
     /// (`--config PATH` or `--admin URL`), set once it is bound.
     pub(super) admin_flag: std::sync::OnceLock<String>,
@@ -247,11 +251,17 @@ impl Gateway {
             .map(|upstream| upstream.clone() as Arc<dyn Probe>)
             .chain(shared)
             .collect();
+        let page = Arc::new(std::sync::OnceLock::new());
+        let webhook = match &config.approval.webhook {
+            Some(url) => Some(Webhook::new(url, page.clone())?),
+            None => None,
+        };
         Ok(Gateway {
             config,
             policy,
             log,
-            approvals: Approvals::new(state.clone()),
+            approvals: Approvals::new(state.clone(), webhook),
+            page,
             state: state.clone(),
             local_windows: InProcess::new(None),
             drift: checks_drift,

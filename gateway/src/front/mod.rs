@@ -18,6 +18,7 @@
 //! | `auth` | bearer tokens to principals; each session kept to its principal |
 //! | `oauth` | `[auth]`: the Protected Resource Metadata, the issuer's keys, access tokens verified |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls, Prometheus scrapes the metrics, and probes ask for health and readiness |
+//! | `page` | the approvals page the admin endpoint serves: sign-in, sessions and CSRF tokens, the parked calls as server-sent events |
 //!
 //! # A call, in order
 //!
@@ -65,6 +66,7 @@ mod call;
 mod catalogue;
 mod gateway;
 mod oauth;
+mod page;
 mod serve;
 
 use std::sync::{Arc, PoisonError};

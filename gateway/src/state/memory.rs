@@ -34,6 +34,8 @@ pub struct InProcess {
     /// come.
     resolutions: Mutex<Resolutions>,
     resolved: broadcast::Sender<String>,
+    /// The id of each call parked, as it is.
+    newly_parked: broadcast::Sender<String>,
     /// The drift lock (`[lock]` with `deny_drift`), when there is one.
     drift: Option<tokio::sync::Mutex<DriftLock>>,
     /// Per retry budget: its use in each second (of `epoch`) that has any,
@@ -81,6 +83,7 @@ impl InProcess {
             parked: Mutex::new(HashMap::new()),
             resolutions: Mutex::default(),
             resolved: broadcast::channel(64).0,
+            newly_parked: broadcast::channel(64).0,
             drift: drift.map(tokio::sync::Mutex::new),
             budgets: Mutex::default(),
             epoch: Instant::now(),
@@ -173,6 +176,8 @@ impl SharedState for InProcess {
 
     async fn park(&self, call: &Parked) -> Result<(), StateError> {
         held(&self.parked).insert(call.id.clone(), call.clone());
+        // Nobody listening is fine: no page is open.
+        let _ = self.newly_parked.send(call.id.clone());
         Ok(())
     }
 
@@ -196,6 +201,10 @@ impl SharedState for InProcess {
 
     fn resolved(&self) -> broadcast::Receiver<String> {
         self.resolved.subscribe()
+    }
+
+    fn newly_parked(&self) -> broadcast::Receiver<String> {
+        self.newly_parked.subscribe()
     }
 
     async fn approved_tool(&self, namespaced: &str) -> Result<Option<PinnedTool>, StateError> {

@@ -64,6 +64,10 @@ impl SharedState for Metered {
         self.inner.resolved()
     }
 
+    fn newly_parked(&self) -> broadcast::Receiver<String> {
+        self.inner.newly_parked()
+    }
+
     async fn approved_tool(&self, namespaced: &str) -> Result<Option<PinnedTool>, StateError> {
         self.counted(self.inner.approved_tool(namespaced).await)
     }

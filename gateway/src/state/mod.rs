@@ -192,6 +192,16 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     /// a waiting call also polls [`resolution`](SharedState::resolution).
     fn resolved(&self) -> broadcast::Receiver<String>;
 
+    /// The ids of calls parked from now on, at any replica, as each is,
+    /// for the approvals page. Best effort, as
+    /// [`resolved`](SharedState::resolved): the page also reads
+    /// [`pending`](SharedState::pending) at a bounded interval. The
+    /// default, for a backend that announces nothing, is a receiver that
+    /// is closed at once (the page then relies on that interval alone).
+    fn newly_parked(&self) -> broadcast::Receiver<String> {
+        broadcast::channel(1).1
+    }
+
     /// The fingerprint approved for the tool served as `namespaced`
     /// (`UPSTREAM__TOOL`): the last approval given at any replica, else
     /// the lock file's; `None` when nothing approved it.

@@ -22,7 +22,7 @@
 //!   which principal (`{"principal", "replica"}`), for
 //!   [`SESSION_RECORD_TTL`] at most;
 //! - the channel `P:resolved`, on which each resolved call's id is
-//!   published.
+//!   published, and `P:newly-parked`, on which each parked call's id is.
 //!
 //! The keys of one call are not spread over a Redis Cluster's slots: the
 //! backend wants one Redis (with replicas of its own, or Sentinel), not a
@@ -163,6 +163,7 @@ pub struct RedisState {
     connection: ConnectionManager,
     prefix: String,
     resolved: broadcast::Sender<String>,
+    newly_parked: broadcast::Sender<String>,
     /// The lock file's approvals, under those made through Redis.
     baseline: Option<Arc<DriftLock>>,
     /// Ends the subscriber's task with the last clone.
@@ -229,15 +230,23 @@ impl RedisState {
         let connection =
             ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(unavailable)?;
         let (resolved, _) = broadcast::channel(256);
+        let (newly_parked, _) = broadcast::channel(256);
         let ended = CancellationToken::new();
         let state = RedisState {
             connection,
             prefix: prefix.to_owned(),
             resolved,
+            newly_parked,
             baseline: baseline.map(Arc::new),
             _subscriber: Arc::new(ended.clone().drop_guard()),
         };
-        let subscriber = subscribe(client, state.channel(), state.resolved.downgrade());
+        let subscriber = subscribe(
+            client,
+            [
+                (state.channel(), state.resolved.downgrade()),
+                (state.parked_channel(), state.newly_parked.downgrade()),
+            ],
+        );
         tokio::spawn(async move {
             tokio::select! {
                 () = subscriber => {}
@@ -259,34 +268,44 @@ impl RedisState {
     fn channel(&self) -> String {
         self.key(&["resolved"])
     }
+
+    fn parked_channel(&self) -> String {
+        self.key(&["newly-parked"])
+    }
 }
 
-/// Follows the `resolved` channel while anyone holds `resolved`,
-/// subscribing again after every failure.
-async fn subscribe(
-    client: redis::Client,
-    channel: String,
-    resolved: broadcast::WeakSender<String>,
-) {
+/// Follows each channel, passing its messages to its sender, while
+/// anyone holds one of the senders, subscribing again after every failure.
+async fn subscribe(client: redis::Client, channels: [(String, broadcast::WeakSender<String>); 2]) {
     use futures_util::StreamExt as _;
+    let names: Vec<String> = channels.iter().map(|(name, _)| name.clone()).collect();
+    let live = || {
+        channels
+            .iter()
+            .any(|(_, sender)| sender.upgrade().is_some())
+    };
     loop {
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
+            pubsub.subscribe(&names).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
         // Down or refusing: the waiting calls poll meanwhile.
         if let Ok(Ok(mut messages)) = tokio::time::timeout(CONNECT_TIMEOUT, subscribed).await {
             while let Some(message) = messages.next().await {
-                let Some(sender) = resolved.upgrade() else {
+                if !live() {
                     return;
-                };
-                if let Ok(id) = message.get_payload::<String>() {
+                }
+                let sender = channels
+                    .iter()
+                    .find(|(name, _)| name.as_str() == message.get_channel_name())
+                    .and_then(|(_, sender)| sender.upgrade());
+                if let (Some(sender), Ok(id)) = (sender, message.get_payload::<String>()) {
                     let _ = sender.send(id);
                 }
             }
         }
-        if resolved.upgrade().is_none() {
+        if !live() {
             return;
         }
         tokio::time::sleep(RESUBSCRIBE_DELAY).await;
@@ -346,6 +365,8 @@ impl SharedState for RedisState {
             .arg(millis(left + PARKED_GRACE))
             .ignore()
             .sadd(self.key(&["parked"]), &call.id)
+            .ignore()
+            .publish(self.parked_channel(), &call.id)
             .ignore()
             .exec_async(&mut self.connection.clone())
             .await
@@ -413,6 +434,10 @@ impl SharedState for RedisState {
 
     fn resolved(&self) -> broadcast::Receiver<String> {
         self.resolved.subscribe()
+    }
+
+    fn newly_parked(&self) -> broadcast::Receiver<String> {
+        self.newly_parked.subscribe()
     }
 
     async fn approved_tool(&self, namespaced: &str) -> Result<Option<PinnedTool>, StateError> {
