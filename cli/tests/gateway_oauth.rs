@@ -672,7 +672,12 @@ fn query_of(location: &str) -> BTreeMap<String, String> {
     query
         .split('&')
         .filter_map(|pair| pair.split_once('='))
-        .map(|(name, value)| (name.to_owned(), value.replace("%3A", ":").replace("%2F", "/")))
+        .map(|(name, value)| {
+            (
+                name.to_owned(),
+                value.replace("%3A", ":").replace("%2F", "/"),
+            )
+        })
         .collect()
 }
 
@@ -682,14 +687,7 @@ fn the_python_sdk_signs_in_through_the_issuer_by_itself_and_refreshes() {
     let port = free_port();
     let audience = format!("http://127.0.0.1:{port}/mcp");
     // Tokens live 5 s: the client refreshes after its pause.
-    let issuer = Issuer::start(&[
-        "--audience",
-        &audience,
-        "--user",
-        "erin",
-        "--lifetime",
-        "5",
-    ]);
+    let issuer = Issuer::start(&["--audience", &audience, "--user", "erin", "--lifetime", "5"]);
     let upstream_port = free_port();
     let _upstream = HttpPeer::start(
         Command::new(installed().python())
@@ -819,9 +817,16 @@ scope = "notes:write"
         requests
             .iter()
             .map(|request| {
-                let step = format!("{} {}", request["method"].as_str().unwrap(), request["path"].as_str().unwrap());
+                let step = format!(
+                    "{} {}",
+                    request["method"].as_str().unwrap(),
+                    request["path"].as_str().unwrap()
+                );
                 match request["grant_type"].as_str() {
-                    Some(grant) => format!("{step} {grant} for {}", request["resource"].as_str().unwrap_or("-")),
+                    Some(grant) => format!(
+                        "{step} {grant} for {}",
+                        request["resource"].as_str().unwrap_or("-")
+                    ),
                     None => step,
                 }
             })
@@ -865,15 +870,19 @@ scope = "notes:write"
         .collect();
     assert_eq!(
         decided,
-        [("erin", "lookup", "allow"), ("erin", "append", "allow")]
-            .map(|(p, t, d)| (p.to_owned(), t.to_owned(), d.to_owned()))
+        [("erin", "lookup", "allow"), ("erin", "append", "allow")].map(|(p, t, d)| (
+            p.to_owned(),
+            t.to_owned(),
+            d.to_owned()
+        ))
     );
 
     // The issuer is strict, so the client did each step right: another
     // resource, or no PKCE, is refused at the authorization endpoint; a
     // wrong code_verifier at the token endpoint; a token for another
     // resource is never issued.
-    let registration = json!({ "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none" });
+    let registration =
+        json!({ "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none" });
     let (status, _, body) = exchange(
         issuer.port,
         "POST",
@@ -917,12 +926,18 @@ scope = "notes:write"
     let kind = [("Content-Type", "application/x-www-form-urlencoded")];
     let (status, _, body) = exchange(issuer.port, "POST", "/token", &kind, &form);
     assert_eq!(status, 400, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"], "invalid_grant");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "invalid_grant"
+    );
     let form = format!(
         "grant_type=client_credentials&client_id=c&resource={}",
         encoded("http://127.0.0.1:1/other")
     );
     let (status, _, body) = exchange(issuer.port, "POST", "/token", &kind, &form);
     assert_eq!(status, 400, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"], "invalid_target");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "invalid_target"
+    );
 }
