@@ -776,7 +776,10 @@ scope = "notes:write"
         ],
         "{seen:?}"
     );
-    let rest: Vec<_> = seen[7..].iter().filter(|seen| **seen != mcp(200)).collect();
+    let rest: Vec<_> = seen[7..]
+        .iter()
+        .filter(|request| **request != mcp(200))
+        .collect();
     assert_eq!(rest, [&at("POST", format!("{iss}/token"), 200)], "{seen:?}");
     assert_eq!(seen.iter().filter(|(_, _, s)| *s == 401).count(), 1);
 
