@@ -2,9 +2,11 @@
 //! against an authorization server on loopback (tests/fixtures/oauth_issuer.py,
 //! PyJWT and `cryptography` in the venv tests/peers installs): its
 //! Protected Resource Metadata, a token from the issuer's token endpoint
-//! used by the official MCP Python SDK's client, every kind of bad token
-//! refused with its RFC 6750 answer, the issuer's keys followed through a
-//! rotation, and no token ever sent on to an upstream.
+//! used by the official MCP Python SDK's client, the SDK signing in by
+//! itself with its own OAuth support (discovery, registration, PKCE,
+//! `resource`, refresh), every kind of bad token refused with its RFC 6750
+//! answer, the issuer's keys followed through a rotation, and no token
+//! ever sent on to an upstream.
 
 mod peers;
 mod support;
@@ -119,6 +121,15 @@ impl Issuer {
             .unwrap()
     }
 
+    /// The requests it has served, in order (see the fixture's docs).
+    fn requests(&self) -> Vec<Value> {
+        let (_, _, body) = exchange(self.port, "GET", "/requests", &[], "");
+        serde_json::from_str::<Value>(&body).unwrap()["requests"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
     fn metadata_fetches(&self) -> u64 {
         let (_, _, body) = exchange(self.port, "GET", "/stats", &[], "");
         serde_json::from_str::<Value>(&body).unwrap()["metadata_fetches"]
@@ -212,6 +223,24 @@ impl Gateway {
         let output = Command::new(installed().python())
             .arg(peers::fixture("gateway_client.py"))
             .args([&self.url, token, "auto", &ops.to_string()])
+            .output()
+            .expect("python runs");
+        assert!(
+            output.status.success(),
+            "the Python client failed ({}):\n{}\n--- gateway stderr ---\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+            self.stderr.lock().unwrap().join("\n")
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Runs tests/fixtures/oauth_client.py: the Python SDK signs in by
+    /// itself, with `redirect_uri`, and runs `ops` on one session.
+    fn python_signing_in(&self, redirect_uri: &str, ops: &Value) -> Value {
+        let output = Command::new(installed().python())
+            .arg(peers::fixture("oauth_client.py"))
+            .args([&self.url, redirect_uri, &ops.to_string()])
             .output()
             .expect("python runs");
         assert!(
@@ -619,4 +648,299 @@ command = [{notes:?}]
     assert_eq!(gateway.initialize(&second), (200, None));
     // Discovery ran once: the JWKS URL is kept.
     assert_eq!(issuer.metadata_fetches(), 1);
+}
+
+/// `(method, url, status)` of each request the SDK client made.
+fn exchanges(session: &Value) -> Vec<(String, String, u64)> {
+    session["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|request| {
+            (
+                request["method"].as_str().unwrap().to_owned(),
+                request["url"].as_str().unwrap().to_owned(),
+                request["status"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The query of a `Location` as name-value pairs.
+fn query_of(location: &str) -> BTreeMap<String, String> {
+    let (_, query) = location.split_once('?').unwrap_or((location, ""));
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| {
+            (
+                name.to_owned(),
+                value.replace("%3A", ":").replace("%2F", "/"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_signs_in_through_the_issuer_by_itself_and_refreshes() {
+    let dir = scratch("sign-in");
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    // Tokens live 5 s: the client refreshes after its pause.
+    let issuer = Issuer::start(&["--audience", &audience, "--user", "erin", "--lifetime", "5"]);
+    let upstream_port = free_port();
+    let _upstream = HttpPeer::start(
+        Command::new(installed().python())
+            .arg(peers::fixture("python_sdk_server.py"))
+            .args(["http", &upstream_port.to_string()]),
+        upstream_port,
+    );
+    // No `[auth] scopes`: the challenge names none, so the client asks for
+    // every scope the metadata lists, the rules' among them.
+    let config = format!(
+        r#"[listen]
+http = "127.0.0.1:{port}"
+
+[auth]
+issuer = "{issuer}"
+audience = "{audience}"
+
+[log]
+path = "audit.jsonl"
+
+[policy]
+default = "deny"
+
+[[upstream]]
+name = "py"
+url = "http://127.0.0.1:{upstream_port}/mcp"
+trusted = true
+
+[[rule]]
+action = "allow"
+tool = "lookup"
+scope = "notes:read"
+
+[[rule]]
+action = "allow"
+tool = "append"
+scope = "notes:write"
+"#,
+        issuer = issuer.url(),
+    );
+    let gateway = Gateway::start(&dir, port, &config);
+    let prm = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    assert_eq!(gateway.initialize(""), (401, Some(challenge(port, ""))));
+
+    // Nothing listens at the redirect URI: the client's redirect handler
+    // reads the code from the issuer's 302 itself.
+    let redirect_uri = format!("http://127.0.0.1:{}/callback", free_port());
+    let session = gateway.python_signing_in(
+        &redirect_uri,
+        &json!([
+            { "op": "list" },
+            call("py__lookup", json!({ "name": "a" })),
+            { "op": "sleep", "seconds": 6 },
+            call("py__append", json!({ "name": "a", "line": "x" })),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    assert_eq!(results[0]["tools"], json!(["py__append", "py__lookup"]));
+    assert_eq!(results[1]["isError"], false, "{}", results[1]);
+    assert_eq!(text(&results[1]), "note a");
+    assert_eq!(results[3]["isError"], false, "{}", results[3]);
+    assert_eq!(text(&results[3]), "appended to a");
+
+    // What the client did, in order: refused, then the resource metadata
+    // the challenge named, the issuer's metadata, registration, the
+    // authorization request, the code exchanged, the request retried; and
+    // after the pause a refresh. The gateway refused it once, at first.
+    let seen = exchanges(&session);
+    let mcp = |status| ("POST".to_owned(), audience.clone(), status);
+    let at = |method: &str, url: String, status| (method.to_owned(), url, status);
+    let iss = issuer.url();
+    assert_eq!(seen[0], mcp(401), "{seen:?}");
+    assert_eq!(
+        seen[1..7],
+        [
+            at("GET", prm.clone(), 200),
+            at(
+                "GET",
+                format!("{iss}/.well-known/oauth-authorization-server"),
+                200
+            ),
+            at("POST", format!("{iss}/register"), 201),
+            at("GET", format!("{iss}/authorize"), 302),
+            at("POST", format!("{iss}/token"), 200),
+            mcp(200),
+        ],
+        "{seen:?}"
+    );
+    let rest: Vec<_> = seen[7..]
+        .iter()
+        .filter(|request| **request != mcp(200))
+        .collect();
+    assert_eq!(rest, [&at("POST", format!("{iss}/token"), 200)], "{seen:?}");
+    assert_eq!(seen.iter().filter(|(_, _, s)| *s == 401).count(), 1);
+
+    // The authorization request: PKCE S256, the resource (RFC 8707) the
+    // metadata names, the scopes it lists, a state; the redirect brought
+    // the code, the state and the issuer (RFC 9207).
+    let asked = &session["authorization"]["params"];
+    assert_eq!(asked["response_type"], "code");
+    assert_eq!(asked["code_challenge_method"], "S256");
+    assert_eq!(asked["code_challenge"].as_str().unwrap().len(), 43);
+    assert_eq!(asked["resource"], audience.as_str());
+    assert_eq!(asked["scope"], "notes:read notes:write");
+    assert_eq!(asked["redirect_uri"], redirect_uri.as_str());
+    assert!(asked["state"].as_str().unwrap().len() >= 32, "{asked}");
+    assert_eq!(
+        session["callback"]["params"],
+        json!(["code", "iss", "state"])
+    );
+    // Registered as RFC 7591 defaults it (a secret, sent as HTTP Basic).
+    assert_eq!(
+        session["client"],
+        json!({ "token_endpoint_auth_method": "client_secret_basic", "has_secret": true })
+    );
+    assert_eq!(
+        session["token"],
+        json!({ "scope": "notes:read notes:write", "has_refresh_token": true })
+    );
+
+    // The issuer saw the same steps, and the gateway's own fetches (its
+    // metadata and keys, to verify the first token) apart from them.
+    let served = issuer.requests();
+    let (by_gateway, by_client): (Vec<&Value>, Vec<&Value>) = served.iter().partition(|request| {
+        request["agent"]
+            .as_str()
+            .is_some_and(|agent| agent.starts_with("mcp-hints-gateway/"))
+    });
+    let steps = |requests: &[&Value]| -> Vec<String> {
+        requests
+            .iter()
+            .map(|request| {
+                let step = format!(
+                    "{} {}",
+                    request["method"].as_str().unwrap(),
+                    request["path"].as_str().unwrap()
+                );
+                match request["grant_type"].as_str() {
+                    Some(grant) => format!(
+                        "{step} {grant} for {}",
+                        request["resource"].as_str().unwrap_or("-")
+                    ),
+                    None => step,
+                }
+            })
+            .collect()
+    };
+    assert_eq!(
+        steps(&by_client),
+        [
+            "GET /.well-known/oauth-authorization-server".to_owned(),
+            "POST /register".to_owned(),
+            "GET /authorize".to_owned(),
+            format!("POST /token authorization_code for {audience}"),
+            format!("POST /token refresh_token for {audience}"),
+        ]
+    );
+    assert_eq!(
+        steps(&by_gateway),
+        ["GET /.well-known/oauth-authorization-server", "GET /jwks"]
+    );
+    assert_eq!(by_client[1]["redirect_uris"], json!([redirect_uri]));
+    assert_eq!(&by_client[2]["params"], asked);
+
+    // The audit log names the principal from the token's `sub`; the scoped
+    // rules matched the scopes the client asked for.
+    let log = wait_for(
+        SETTLE,
+        || std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default(),
+        |log| log.lines().count() >= 4,
+    );
+    let decided: Vec<(String, String, String)> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|entry| entry["phase"] == "decided")
+        .map(|entry| {
+            (
+                entry["principal"].as_str().unwrap().to_owned(),
+                entry["tool"].as_str().unwrap().to_owned(),
+                entry["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [("erin", "lookup", "allow"), ("erin", "append", "allow")].map(|(p, t, d)| (
+            p.to_owned(),
+            t.to_owned(),
+            d.to_owned()
+        ))
+    );
+
+    // The issuer is strict, so the client did each step right: another
+    // resource, or no PKCE, is refused at the authorization endpoint; a
+    // wrong code_verifier at the token endpoint; a token for another
+    // resource is never issued.
+    let registration =
+        json!({ "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none" });
+    let (status, _, body) = exchange(
+        issuer.port,
+        "POST",
+        "/register",
+        &[("Content-Type", "application/json")],
+        &registration.to_string(),
+    );
+    assert_eq!(status, 201, "{body}");
+    let client_id = serde_json::from_str::<Value>(&body).unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let encoded = |url: &str| url.replace(':', "%3A").replace('/', "%2F");
+    let authorize = |resource: &str, pkce: bool| {
+        let mut path = format!(
+            "/authorize?response_type=code&client_id={client_id}&redirect_uri={}&state=s1&resource={}",
+            encoded(&redirect_uri),
+            encoded(resource)
+        );
+        if pkce {
+            path.push_str("&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256");
+        }
+        let (status, headers, body) = exchange(issuer.port, "GET", &path, &[], "");
+        assert_eq!(status, 302, "{path}: {body}");
+        let location = &headers["location"];
+        assert!(location.starts_with(&redirect_uri), "{location}");
+        query_of(location)
+    };
+    let other = authorize("http://127.0.0.1:1/other", true);
+    assert_eq!(other["error"], "invalid_target", "{other:?}");
+    assert_eq!(other["state"], "s1");
+    assert_eq!(authorize(&audience, false)["error"], "invalid_request");
+    let granted = authorize(&audience, true);
+    assert_eq!(granted["state"], "s1");
+    let form = format!(
+        "grant_type=authorization_code&client_id={client_id}&code={}&redirect_uri={}&code_verifier={}",
+        granted["code"],
+        encoded(&redirect_uri),
+        "x".repeat(43)
+    );
+    let kind = [("Content-Type", "application/x-www-form-urlencoded")];
+    let (status, _, body) = exchange(issuer.port, "POST", "/token", &kind, &form);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "invalid_grant"
+    );
+    let form = format!(
+        "grant_type=client_credentials&client_id=c&resource={}",
+        encoded("http://127.0.0.1:1/other")
+    );
+    let (status, _, body) = exchange(issuer.port, "POST", "/token", &kind, &form);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "invalid_target"
+    );
 }

@@ -39,6 +39,11 @@ const MAX_ISSUER_BODY: usize = 1 << 20;
 /// against each key that allows its algorithm, so this bounds that work.
 const MAX_KEYS: usize = 64;
 
+/// The `User-Agent` of requests to the issuer (RFC 9110 §10.1.5), so its
+/// logs tell the gateway's metadata and key fetches from a client's
+/// sign-in: `mcp-hints-gateway/VERSION`.
+const ISSUER_USER_AGENT: &str = concat!("mcp-hints-gateway/", env!("CARGO_PKG_VERSION"));
+
 /// The path of the Protected Resource Metadata (RFC 9728 §3).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
@@ -112,6 +117,7 @@ impl ResourceServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(ISSUER_TIMEOUT)
+            .user_agent(ISSUER_USER_AGENT)
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .unwrap_or_default();
