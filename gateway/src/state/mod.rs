@@ -17,8 +17,8 @@
 //!
 //! A retry budget is asked synchronously, inside the replay-safe client's
 //! resend loop, so a replica decides a resend on what it last learnt of
-//! the others' use (at most [`BUDGET_REPORT_INTERVAL`] old) and its own
-//! since: see [`crate::budget`].
+//! every replica's use ([`SharedState::retry_budget`], asked every
+//! [`BUDGET_REPORT_INTERVAL`]) and its own use since.
 //!
 //! An `initialize`-era session lives in the memory of the replica that
 //! opened it, and only that replica serves it; the shared state records
