@@ -16,8 +16,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::raw::{
     RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawGateway, RawListen,
-    RawLock, RawLog,
-    RawPolicy, RawRule, RawState, RawUpstream,
+    RawLock, RawLog, RawPolicy, RawRule, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
