@@ -293,6 +293,39 @@ pub struct ApprovalConfig {
     /// [`defaults::WEBHOOK_TIMEOUT`]; a webhook that fails is said as an
     /// event and changes nothing. `None` (the default): nobody is told.
     pub webhook: Option<String>,
+    /// `approver_scope` and the page's OAuth client (`client_id`,
+    /// `client_secret_env`, `redirect_uri`): approvers may sign in to the
+    /// approvals page through the `[auth]` issuer. `None` (the default):
+    /// only with the admin token.
+    pub sign_in: Option<ApproverSignIn>,
+}
+
+/// `[approval]`'s sign-in through the `[auth]` issuer: the approvals page
+/// as an OAuth 2.1 client of it (the authorization code grant with PKCE,
+/// OAuth 2.1 §4.1), asking for tokens for the `[auth] audience` (RFC
+/// 8707) that carry the approver scope. It requires `[auth]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApproverSignIn {
+    /// `approver_scope` (required): the scope asked for at the issuer and
+    /// required in the access token it gives; one RFC 6749 §3.3 scope
+    /// token (`mcp:approve`).
+    pub scope: String,
+    /// `client_id` (required): the page's client id, registered with the
+    /// issuer beforehand with the redirect URI [`redirect_uri`] gives.
+    ///
+    /// [`redirect_uri`]: Self::redirect_uri
+    pub client_id: String,
+    /// From the environment variable `client_secret_env` names: the
+    /// client's secret, sent with HTTP Basic authentication (RFC 6749
+    /// §2.3.1) to the token endpoint. `None`: a public client, which sends
+    /// its `client_id` alone (PKCE protects its code).
+    pub client_secret: Option<Secret>,
+    /// `redirect_uri`: where the issuer sends the approver back, the
+    /// admin endpoint's `/sign-in/callback` as the browser reaches it:
+    /// `https`, or `http` on a loopback host, without a fragment. `None`
+    /// (the default): `http://ADDR/sign-in/callback`, `ADDR` the admin
+    /// endpoint's bound address; give it when a proxy stands in front.
+    pub redirect_uri: Option<String>,
 }
 
 /// `[[client]]`: one bearer token and the principal it maps to.

@@ -43,6 +43,10 @@ pub(super) struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApproval {
     pub(super) webhook: Option<Spanned<String>>,
+    pub(super) approver_scope: Option<Spanned<String>>,
+    pub(super) client_id: Option<Spanned<String>>,
+    pub(super) client_secret_env: Option<Spanned<String>>,
+    pub(super) redirect_uri: Option<Spanned<String>>,
 }
 
 /// One `[[client]]`.

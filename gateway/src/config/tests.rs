@@ -11,6 +11,7 @@ fn env(name: &str) -> Option<OsString> {
         "ALICE_TOKEN" => Some("alice-secret".into()),
         "BOB_TOKEN" => Some("bob-secret".into()),
         "ADMIN_TOKEN" => Some("admin-secret".into()),
+        "PAGE_SECRET" => Some("page client secret".into()),
         "EMPTY" => Some(OsString::new()),
         "PADDED_TOKEN" => Some(" padded-secret-token\n".into()),
         _ => None,
@@ -1228,7 +1229,100 @@ fn approval_names_a_webhook_and_refuses_what_is_not_one() {
     );
     assert_eq!(
         problem(&format!("{LOG}[approval]\nhook = \"http://h\"\n")),
-        "/etc/gw/gateway.toml:4:1: approval.hook: unknown key `hook`; this table takes `webhook`"
+        "/etc/gw/gateway.toml:4:1: approval.hook: unknown key `hook`; this table takes \
+         `webhook`, `approver_scope`, `client_id`, `client_secret_env`, `redirect_uri`"
+    );
+}
+
+const AUTH: &str = "[auth]\nissuer = \"https://as.example.com\"\n\
+                    audience = \"https://gw.example.com/mcp\"\n";
+
+#[test]
+fn approvers_sign_in_through_the_issuer_with_a_scope_and_a_client() {
+    let text =
+        format!("{LOG}{AUTH}[approval]\napprover_scope = \"mcp:approve\"\nclient_id = \"page\"\n");
+    assert_eq!(
+        read(&text).unwrap().approval.sign_in,
+        Some(ApproverSignIn {
+            scope: "mcp:approve".to_owned(),
+            client_id: "page".to_owned(),
+            client_secret: None,
+            redirect_uri: None,
+        })
+    );
+    let text = format!(
+        "{LOG}{AUTH}[approval]\napprover_scope = \"mcp:approve\"\nclient_id = \"page\"\n\
+         client_secret_env = \"PAGE_SECRET\"\n\
+         redirect_uri = \"https://approvals.example.com/sign-in/callback\"\n"
+    );
+    let sign_in = read(&text).unwrap().approval.sign_in.unwrap();
+    assert_eq!(
+        sign_in.client_secret.as_ref().map(Secret::expose),
+        Some("page client secret")
+    );
+    assert_eq!(
+        sign_in.redirect_uri.as_deref(),
+        Some("https://approvals.example.com/sign-in/callback")
+    );
+    // The secret never shows in the config's Debug.
+    assert!(!format!("{sign_in:?}").contains("page client secret"));
+}
+
+#[test]
+fn the_sign_in_through_the_issuer_refuses_what_it_cannot_use() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[approval]\napprover_scope = \"mcp:approve\"\nclient_id = \"page\"\n"
+        )),
+        "/etc/gw/gateway.toml:4:18: approval.approver_scope: the sign-in through the issuer \
+         needs `[auth]`: approvers sign in at its `issuer`, and their tokens are verified as \
+         its access tokens are"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{AUTH}[approval]\napprover_scope = \"mcp:approve\"\n"
+        )),
+        "/etc/gw/gateway.toml:7:18: approval.approver_scope: the sign-in through the issuer \
+         needs `client_id` too: the page's client id, registered with the `[auth]` issuer"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}{AUTH}[approval]\nclient_id = \"page\"\n")),
+        "/etc/gw/gateway.toml:7:13: approval.client_id: the sign-in through the issuer needs \
+         `approver_scope` too: the scope an approver's token carries, like `mcp:approve`"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{AUTH}[approval]\nredirect_uri = \"https://h/cb\"\n"
+        )),
+        "/etc/gw/gateway.toml:7:16: approval.redirect_uri: only the sign-in through the \
+         issuer takes this: give `approver_scope` and `client_id` too"
+    );
+    let all = problems(&format!(
+        "{LOG}{AUTH}[approval]\napprover_scope = \"mcp approve\"\nclient_id = \"a b\"\n\
+         client_secret_env = \"NO_SUCH_SECRET\"\nredirect_uri = \"http://gw.example.com/cb\"\n"
+    ));
+    assert_eq!(
+        all,
+        [
+            "/etc/gw/gateway.toml:7:18: approval.approver_scope: `mcp approve` is not a scope: \
+             one or more visible ASCII characters, without spaces, `\"` or `\\` (RFC 6749 §3.3)",
+            "/etc/gw/gateway.toml:8:13: approval.client_id: `a b` is not a client id: one or \
+             more visible ASCII characters, without spaces (RFC 6749 §2.2)",
+            "/etc/gw/gateway.toml:9:21: approval.client_secret_env: the environment variable \
+             `NO_SUCH_SECRET` is not set: export it with the client's secret",
+            "/etc/gw/gateway.toml:10:16: approval.redirect_uri: `http://gw.example.com/cb` is \
+             not usable: `http` is only for a loopback host (OAuth 2.1 §2.3.1): use `https`; \
+             write it like `https://approvals.example.com/sign-in/callback`",
+        ]
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{AUTH}[approval]\napprover_scope = \"s\"\nclient_id = \"p\"\n\
+             redirect_uri = \"https://h/cb#frag\"\n"
+        )),
+        "/etc/gw/gateway.toml:9:16: approval.redirect_uri: `https://h/cb#frag` is not usable: \
+         it has a fragment (`#...`), which a redirect URI may not; write it like \
+         `https://approvals.example.com/sign-in/callback`"
     );
 }
 

@@ -20,9 +20,9 @@ use super::raw::{
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
-    Admin, ApprovalConfig, Assert, AuthConfig, Client, Config, DefaultAction, GatewayConfig,
-    Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction, RuleConfig,
-    Secret, StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
+    Admin, ApprovalConfig, ApproverSignIn, Assert, AuthConfig, Client, Config, DefaultAction,
+    GatewayConfig, Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction,
+    RuleConfig, Secret, StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
 
@@ -150,7 +150,8 @@ impl Reader<'_> {
         let gateway = gateway.map(|raw| raw.and_then(|(raw, _)| self.gateway(raw)));
         let listen = listen.map(|(raw, _)| self.listen(raw));
         let admin = admin.map(|raw| raw.and_then(|(raw, span)| self.admin(raw, span)));
-        let approval = approval.map(|raw| raw.and_then(|(raw, _)| self.approval(raw)));
+        let with_auth = section("auth").is_some();
+        let approval = approval.map(|raw| raw.and_then(|(raw, _)| self.approval(raw, with_auth)));
         let clients: Vec<Option<Client>> = clients
             .into_iter()
             .enumerate()
@@ -197,7 +198,6 @@ impl Reader<'_> {
             .collect();
         // With `[auth]` a token's principal can be any name: a principal
         // glob is then not held to the configured ones.
-        let with_auth = section("auth").is_some();
         let rules: Vec<Option<RuleConfig>> = rules
             .into_iter()
             .enumerate()
@@ -771,9 +771,11 @@ impl Reader<'_> {
     }
 
     /// `[approval]`: a `webhook` that is an `http://` or `https://` URL
-    /// naming a host, without a fragment. It is not quoted in a problem: it
-    /// may carry a secret.
-    fn approval(&mut self, raw: RawApproval) -> Option<ApprovalConfig> {
+    /// naming a host, without a fragment (not quoted in a problem: it may
+    /// carry a secret); and the sign-in through the issuer
+    /// ([`Reader::approver_sign_in`]).
+    fn approval(&mut self, raw: RawApproval, with_auth: bool) -> Option<ApprovalConfig> {
+        let sign_in = self.approver_sign_in(&raw, with_auth);
         if let Some(url) = &raw.webhook {
             let why = match reqwest::Url::parse(url.get_ref()) {
                 Err(error) => Some(format!("not a URL: {error}")),
@@ -802,6 +804,176 @@ impl Reader<'_> {
         }
         Some(ApprovalConfig {
             webhook: raw.webhook.map(Spanned::into_inner),
+            sign_in: sign_in?,
+        })
+    }
+
+    /// `[approval]`'s sign-in through the `[auth]` issuer: `approver_scope`
+    /// and `client_id` given together or not at all, with `[auth]`; the
+    /// scope one RFC 6749 §3.3 scope token; the client id visible ASCII
+    /// (RFC 6749 §2.2's VSCHAR, no space); the secret read from the
+    /// environment variable `client_secret_env` names; a `redirect_uri`
+    /// that is `https`, or `http` on a loopback host, without a fragment.
+    /// `Some(None)` when not configured; `None` when invalid (problems
+    /// recorded).
+    fn approver_sign_in(
+        &mut self,
+        raw: &RawApproval,
+        with_auth: bool,
+    ) -> Option<Option<ApproverSignIn>> {
+        let (scope, client_id) = match (&raw.approver_scope, &raw.client_id) {
+            (None, None) => {
+                for (key, value) in [
+                    ("approval.client_secret_env", &raw.client_secret_env),
+                    ("approval.redirect_uri", &raw.redirect_uri),
+                ] {
+                    if let Some(value) = value {
+                        self.at(
+                            value.span(),
+                            key,
+                            "only the sign-in through the issuer takes this: give \
+                             `approver_scope` and `client_id` too",
+                        );
+                    }
+                }
+                return (raw.client_secret_env.is_none() && raw.redirect_uri.is_none())
+                    .then_some(None);
+            }
+            (Some(scope), None) => {
+                self.at(
+                    scope.span(),
+                    "approval.approver_scope",
+                    "the sign-in through the issuer needs `client_id` too: the page's client \
+                     id, registered with the `[auth]` issuer",
+                );
+                return None;
+            }
+            (None, Some(client_id)) => {
+                self.at(
+                    client_id.span(),
+                    "approval.client_id",
+                    "the sign-in through the issuer needs `approver_scope` too: the scope an \
+                     approver's token carries, like `mcp:approve`",
+                );
+                return None;
+            }
+            (Some(scope), Some(client_id)) => (scope, client_id),
+        };
+        let mut valid = true;
+        if !with_auth {
+            self.at(
+                scope.span(),
+                "approval.approver_scope",
+                "the sign-in through the issuer needs `[auth]`: approvers sign in at its \
+                 `issuer`, and their tokens are verified as its access tokens are",
+            );
+            valid = false;
+        }
+        valid &= self.scope("approval.approver_scope", scope);
+        let id = client_id.get_ref();
+        if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+            self.at(
+                client_id.span(),
+                "approval.client_id",
+                format!(
+                    "`{}` is not a client id: one or more visible ASCII characters, without \
+                     spaces (RFC 6749 §2.2)",
+                    mcp_hints_core::escape::shown(id)
+                ),
+            );
+            valid = false;
+        }
+        let client_secret = match &raw.client_secret_env {
+            None => Some(None),
+            Some(env) => {
+                let name = env.get_ref();
+                let key = "approval.client_secret_env";
+                match (self.env)(name).map(OsString::into_string) {
+                    None => {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!(
+                                "the environment variable `{name}` is not set: export it with \
+                                 the client's secret"
+                            ),
+                        );
+                        None
+                    }
+                    Some(Err(_)) => {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!("the environment variable `{name}` is not valid UTF-8"),
+                        );
+                        None
+                    }
+                    Some(Ok(value))
+                        if value.is_empty()
+                            || !value.bytes().all(|b| (0x20..=0x7E).contains(&b)) =>
+                    {
+                        self.at(
+                            env.span(),
+                            key,
+                            format!(
+                                "the client's secret in the environment variable `{name}` is \
+                                 empty or holds a character outside visible ASCII and space \
+                                  (RFC 6749 Appendix A.2)"
+                            ),
+                        );
+                        None
+                    }
+                    Some(Ok(value)) => Some(Some(Secret(value))),
+                }
+            }
+        };
+        let redirect_uri = match &raw.redirect_uri {
+            None => Some(None),
+            Some(uri) => {
+                let text = uri.get_ref();
+                let why = match reqwest::Url::parse(text) {
+                    Err(error) => Some(format!("not a URL ({error})")),
+                    Ok(url) if url.host_str().is_none_or(str::is_empty) => {
+                        Some("it names no host".to_owned())
+                    }
+                    Ok(url) if url.fragment().is_some() => {
+                        Some("it has a fragment (`#...`), which a redirect URI may not".to_owned())
+                    }
+                    Ok(url) => match url.scheme() {
+                        "https" => None,
+                        "http" if is_loopback_host(&url) => None,
+                        "http" => Some(
+                            "`http` is only for a loopback host (OAuth 2.1 §2.3.1): use `https`"
+                                .to_owned(),
+                        ),
+                        _ => Some("the scheme must be `https`".to_owned()),
+                    },
+                };
+                match why {
+                    Some(why) => {
+                        self.at(
+                            uri.span(),
+                            "approval.redirect_uri",
+                            format!(
+                                "`{}` is not usable: {why}; write it like \
+                                 `https://approvals.example.com/sign-in/callback`",
+                                mcp_hints_core::escape::shown(text)
+                            ),
+                        );
+                        None
+                    }
+                    None => Some(Some(text.clone())),
+                }
+            }
+        };
+        let (client_secret, redirect_uri) = (client_secret?, redirect_uri?);
+        valid.then(|| {
+            Some(ApproverSignIn {
+                scope: scope.get_ref().clone(),
+                client_id: id.clone(),
+                client_secret,
+                redirect_uri,
+            })
         })
     }
 
