@@ -100,9 +100,18 @@ pub async fn serve_admin(
         .is_some_and(|admin| admin.cookie_is_secure(bound));
     let page_url = format!("http://{bound}/approvals");
     let _ = gateway.page.set(page_url.clone());
+    let issuer = page::issuer::Client::new(&gateway.config, bound);
+    if let Some(issuer) = &issuer {
+        let redirect_uri = mcp_hints_core::escape::one_line(issuer.redirect_uri()).into_owned();
+        tracing::info!(
+            redirect_uri = %redirect_uri,
+            "approvers may sign in through the identity provider, which sends them back to \
+             {redirect_uri}"
+        );
+    }
     let state = AdminState {
         gateway,
-        page: Arc::new(Page::new(secure)),
+        page: Arc::new(Page::new(secure, issuer)),
     };
     let routes = axum::Router::new()
         .route("/pending", get(admin_pending))

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -82,10 +82,35 @@ struct Key {
 /// What the refresh remembers between fetches.
 #[derive(Default)]
 struct Refresh {
-    /// The issuer's `jwks_uri`, once its metadata was read.
-    jwks_uri: Option<String>,
+    /// The issuer's metadata, once read.
+    metadata: Option<Arc<IssuerMetadata>>,
     /// When keys were last asked for, whether or not that worked.
     attempted: Option<Instant>,
+}
+
+/// What the gateway uses of the issuer's metadata (RFC 8414 §2).
+#[derive(Debug)]
+pub(crate) struct IssuerMetadata {
+    /// `jwks_uri`: where its keys are.
+    jwks_uri: String,
+    /// `authorization_endpoint`, or why it cannot be used (absent, or
+    /// neither `https` nor `http` on loopback).
+    pub(crate) authorization_endpoint: Result<String, String>,
+    /// `token_endpoint`, or why it cannot be used.
+    pub(crate) token_endpoint: Result<String, String>,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207 §3):
+    /// its authorization responses carry `iss`, so one without it is
+    /// refused.
+    pub(crate) iss_parameter_supported: bool,
+}
+
+/// An access token verified for the approvals page: its principal (every
+/// scope it holds, `[auth] scopes` not required) and when it expires
+/// (`exp`).
+#[derive(Clone, Debug)]
+pub(crate) struct Verified {
+    pub(crate) principal: Principal,
+    pub(crate) expires_at: SystemTime,
 }
 
 /// Why a request is not let in: RFC 6750 §3's answers, and one for an
@@ -178,6 +203,41 @@ impl ResourceServer {
     /// [`Refusal::InsufficientScope`] for one short of a required scope,
     /// [`Refusal::Unavailable`] when no keys could ever be fetched.
     pub(crate) async fn verify(&self, token: &str) -> Result<Principal, Refusal> {
+        let claims = self.verified_claims(token).await?;
+        self.principal(&claims, &self.config.scopes)
+    }
+
+    /// An access token `token` checked as [`verify`](Self::verify) checks
+    /// it, but without requiring `[auth] scopes` (the approvals page
+    /// requires its own scope instead): its principal and its `exp`.
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify)'s, but never
+    /// [`Refusal::InsufficientScope`].
+    pub(crate) async fn verify_any_scope(&self, token: &str) -> Result<Verified, Refusal> {
+        let claims = self.verified_claims(token).await?;
+        let principal = self.principal(&claims, &[])?;
+        let exp = claims
+            .get("exp")
+            .and_then(Value::as_u64)
+            .ok_or(Refusal::Invalid(
+                "the token's exp is not a whole number of seconds",
+            ))?;
+        Ok(Verified {
+            principal,
+            expires_at: UNIX_EPOCH + Duration::from_secs(exp),
+        })
+    }
+
+    /// The `[auth]` this resource server checks tokens against.
+    pub(crate) fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The claims of `token` once its signature, `iss`, `aud`, `exp` and
+    /// `nbf` are checked.
+    async fn verified_claims(&self, token: &str) -> Result<Map<String, Value>, Refusal> {
         // `alg: none`, and any name the crate does not know, fail here:
         // its header type has no variant for them.
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
@@ -214,7 +274,7 @@ impl ResourceServer {
         let mut refused = None;
         for key in candidates {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation) {
-                Ok(data) => return self.principal(&data.claims),
+                Ok(data) => return Ok(data.claims),
                 Err(error) => {
                     let why = described(error.kind());
                     // A signature another key may verify; any other
@@ -231,8 +291,13 @@ impl ResourceServer {
         ))
     }
 
-    /// The principal and scopes of verified `claims`.
-    fn principal(&self, claims: &Map<String, Value>) -> Result<Principal, Refusal> {
+    /// The principal and scopes of verified `claims`, which must hold
+    /// every scope of `required`.
+    fn principal(
+        &self,
+        claims: &Map<String, Value>,
+        required: &[String],
+    ) -> Result<Principal, Refusal> {
         let name = claims
             .get(&self.config.principal_claim)
             .and_then(Value::as_str)
@@ -263,9 +328,7 @@ impl ResourceServer {
                 ));
             }
         };
-        let missing: Vec<String> = self
-            .config
-            .scopes
+        let missing: Vec<String> = required
             .iter()
             .filter(|required| !scopes.contains(required))
             .cloned()
@@ -348,14 +411,7 @@ impl ResourceServer {
     /// not known yet (RFC 8414 §3, then OpenID Connect Discovery 1.0 §4,
     /// in the order the MCP authorization spec gives), then the JWKS.
     async fn fetch(&self, refresh: &mut Refresh) -> Result<Vec<Key>, String> {
-        let jwks_uri = match &refresh.jwks_uri {
-            Some(uri) => uri.clone(),
-            None => {
-                let uri = self.discover().await?;
-                refresh.jwks_uri = Some(uri.clone());
-                uri
-            }
-        };
+        let jwks_uri = self.metadata_in(refresh).await?.jwks_uri.clone();
         let document = self.get(&jwks_uri).await?;
         let set: JwkSet = serde_json::from_value(document)
             .map_err(|error| format!("{jwks_uri} is not a JWK set: {error}"))?;
@@ -368,10 +424,37 @@ impl ResourceServer {
         Ok(keys)
     }
 
-    /// The issuer's `jwks_uri`, from the first of its metadata URLs that
+    /// The issuer's metadata: as read before, else read now (RFC 8414 §3,
+    /// then OpenID Connect Discovery 1.0 §4) and kept.
+    ///
+    /// # Errors
+    ///
+    /// Why no metadata could be read, in words (its URLs and what they
+    /// answered).
+    pub(crate) async fn issuer_metadata(&self) -> Result<Arc<IssuerMetadata>, String> {
+        let mut refresh = self.refresh.lock().await;
+        self.metadata_in(&mut refresh).await
+    }
+
+    async fn metadata_in(&self, refresh: &mut Refresh) -> Result<Arc<IssuerMetadata>, String> {
+        if let Some(metadata) = &refresh.metadata {
+            return Ok(metadata.clone());
+        }
+        let metadata = Arc::new(self.discover().await?);
+        refresh.metadata = Some(metadata.clone());
+        Ok(metadata)
+    }
+
+    /// The issuer's metadata, from the first of its metadata URLs that
     /// answers with a document naming the issuer exactly (RFC 8414 §3.3).
-    async fn discover(&self) -> Result<String, String> {
+    async fn discover(&self) -> Result<IssuerMetadata, String> {
         let issuer = &self.config.issuer;
+        let usable = |uri: &str| {
+            reqwest::Url::parse(uri).is_ok_and(|parsed| {
+                parsed.scheme() == "https"
+                    || (parsed.scheme() == "http" && crate::config::is_loopback_host(&parsed))
+            })
+        };
         let mut tried = Vec::new();
         for url in discovery_urls(issuer) {
             let document = match self.get(&url).await {
@@ -386,19 +469,20 @@ impl ResourceServer {
                     "{url} names another issuer than `{issuer}` (RFC 8414 §3.3 requires the same)"
                 ));
             }
-            let Some(jwks_uri) = document["jwks_uri"].as_str() else {
-                return Err(format!("{url} names no `jwks_uri`"));
+            let endpoint = |name: &str| match document[name].as_str() {
+                None => Err(format!("{url} names no `{name}`")),
+                Some(uri) if usable(uri) => Ok(uri.to_owned()),
+                Some(_) => Err(format!(
+                    "{url}'s `{name}` is not an https URL (http only on loopback)"
+                )),
             };
-            let usable = reqwest::Url::parse(jwks_uri).is_ok_and(|parsed| {
-                parsed.scheme() == "https"
-                    || (parsed.scheme() == "http" && crate::config::is_loopback_host(&parsed))
+            return Ok(IssuerMetadata {
+                jwks_uri: endpoint("jwks_uri")?,
+                authorization_endpoint: endpoint("authorization_endpoint"),
+                token_endpoint: endpoint("token_endpoint"),
+                iss_parameter_supported: document["authorization_response_iss_parameter_supported"]
+                    == Value::Bool(true),
             });
-            if !usable {
-                return Err(format!(
-                    "{url}'s `jwks_uri` is not an https URL (http only on loopback)"
-                ));
-            }
-            return Ok(jwks_uri.to_owned());
         }
         Err(format!("no metadata of the issuer: {}", tried.join("; ")))
     }
@@ -406,7 +490,7 @@ impl ResourceServer {
     /// The JSON document at `url`, within [`ISSUER_TIMEOUT`] and
     /// [`MAX_ISSUER_BODY`].
     async fn get(&self, url: &str) -> Result<Value, String> {
-        let mut response = self
+        let response = self
             .http
             .get(url)
             .header(header::ACCEPT, "application/json")
@@ -416,20 +500,65 @@ impl ResourceServer {
         if !response.status().is_success() {
             return Err(format!("{url} answered {}", response.status()));
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| format!("{url}: {error}"))?
-        {
-            if body.len() + chunk.len() > MAX_ISSUER_BODY {
-                return Err(format!("{url} sent more than {MAX_ISSUER_BODY} bytes"));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        serde_json::from_slice(&body).map_err(|error| format!("{url} is not JSON: {error}"))
+        read_json(url, response).await
     }
 
+    /// POSTs `form` (`application/x-www-form-urlencoded`) to the issuer's
+    /// `url`, authenticated as `basic` (a client id and secret, RFC 6749
+    /// §2.3.1: each form-urlencoded, then HTTP Basic) when given: the
+    /// status and the JSON body, within [`ISSUER_TIMEOUT`] and
+    /// [`MAX_ISSUER_BODY`], with the gateway's `User-Agent`.
+    ///
+    /// # Errors
+    ///
+    /// Why no JSON answer came (the request failed, too big a body, not
+    /// JSON), in words.
+    pub(crate) async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        basic: Option<(&str, &str)>,
+    ) -> Result<(StatusCode, Value), String> {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let mut request = self
+            .http
+            .post(url)
+            .header(header::ACCEPT, "application/json")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some((id, secret)) = basic {
+            let encode =
+                |text: &str| form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+            request = request.basic_auth(encode(id), Some(encode(secret)));
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| format!("{url}: {error}"))?;
+        let status = response.status();
+        Ok((status, read_json(url, response).await?))
+    }
+}
+
+/// The JSON body of `response` (from `url`), at most [`MAX_ISSUER_BODY`].
+async fn read_json(url: &str, mut response: reqwest::Response) -> Result<Value, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| format!("{url}: {error}"))?
+    {
+        if body.len() + chunk.len() > MAX_ISSUER_BODY {
+            return Err(format!("{url} sent more than {MAX_ISSUER_BODY} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|error| format!("{url} is not JSON: {error}"))
+}
+
+impl ResourceServer {
     /// The answer to a request refused for `refusal` (RFC 6750 §3): 401
     /// (403 for a missing scope) with `WWW-Authenticate: Bearer
     /// realm="mcp", resource_metadata="URL"` (RFC 9728 §5.1), `error` and

@@ -7,6 +7,8 @@
 //! | `GET /` | 303 to `/approvals` |
 //! | `GET /approvals` | the page when signed in, else the sign-in form (and an anonymous session for it) |
 //! | `POST /sign-in` | form `csrf`, `token`, `name`: 303 to `/approvals` signed in, under a new session id; 401 with the form again for a wrong token; 403 without the form's session or token |
+//! | `POST /sign-in/issuer` | form `csrf`: 303 to the `[auth]` issuer's authorization endpoint, the sign-in there under way ([`issuer`]); 403 without the form's session or token; 404 without `[approval] approver_scope` |
+//! | `GET /sign-in/callback` | the issuer's answer: 200 signed in, under a new session id, with a `Refresh` on to `/approvals`; else the sign-in form again, saying why (400, 401, 403, 502, 503) |
 //! | `POST /sign-out` | form `csrf`: 303 to `/approvals`, the session ended; 403 without the token |
 //! | `GET /events` | signed in: `text/event-stream` of `pending` events, each the list of parked calls as HTML, and `signed-out` when the session ends; else 401 |
 //! | `GET /page/app.js`, `GET /page/style.css` | the page's script and style |
@@ -43,15 +45,15 @@
 //! # Signing in
 //!
 //! An approver signs in with the admin token, and names themself for the
-//! audit log (`by`, as `mcp-hints gateway approve --by` does). A sign-in
-//! method only has to establish an [`Approver`] and end in
-//! [`Sessions::sign_in`]: an OAuth sign-in (an issuer whose tokens carry
-//! an approver scope) would add its own routes (the redirect to the
-//! issuer, carrying the anonymous session's CSRF token as its `state`, and
-//! the callback) and a [`SignIn`] variant naming the issuer, beside the
-//! token form; the page, the CSRF checks and the decisions stay as they
-//! are.
+//! audit log (`by`, as `mcp-hints gateway approve --by` does); or, with
+//! `[approval] approver_scope`, through the `[auth]` issuer, named by
+//! their access token's principal ([`issuer`]). A sign-in method only
+//! has to establish an [`Approver`] and end in [`Sessions::sign_in`]; the
+//! page, the CSRF checks and the decisions are the same for both. A
+//! session signed in through the issuer ends when its access token
+//! expires, or sooner, as the page's caps end every session.
 
+pub(super) mod issuer;
 mod render;
 pub(super) mod sessions;
 
@@ -88,20 +90,24 @@ const CSRF_HEADER: &str = "x-csrf-token";
 /// characters.
 const MAX_NAME_CHARS: usize = 64;
 
-/// The approvals page of one admin endpoint: its sessions and how its
-/// cookie is set.
+/// The approvals page of one admin endpoint: its sessions, how its
+/// cookie is set, and its client of the issuer when approvers may sign in
+/// there.
 #[derive(Debug)]
 pub(crate) struct Page {
     sessions: Sessions,
     secure: bool,
+    issuer: Option<issuer::Client>,
 }
 
 impl Page {
-    /// A page whose cookie is `Secure` when `secure`.
-    pub(crate) fn new(secure: bool) -> Page {
+    /// A page whose cookie is `Secure` when `secure`, signing in through
+    /// `issuer` too when given.
+    pub(crate) fn new(secure: bool, issuer: Option<issuer::Client>) -> Page {
         Page {
             sessions: Sessions::default(),
             secure,
+            issuer,
         }
     }
 
@@ -216,6 +222,8 @@ pub(super) fn routes() -> axum::Router<AdminState> {
         .route("/", get(index))
         .route("/approvals", get(approvals))
         .route("/sign-in", post(sign_in))
+        .route("/sign-in/issuer", post(issuer::start))
+        .route(issuer::CALLBACK_PATH, get(issuer::callback))
         .route("/sign-out", post(sign_out))
         .route("/events", get(events))
         .route("/page/app.js", get(script))
@@ -278,6 +286,21 @@ fn no_session(error: &sessions::NoRandomness) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, error).into_response()
 }
 
+/// The 403 for a sign-in without the form's session: no form of ours was
+/// filled in (an old one, or another site's).
+fn expired_form() -> Response {
+    html(
+        StatusCode::FORBIDDEN,
+        render::document(
+            "Sign in: approvals",
+            "",
+            "<main class=\"sign-in\"><p class=\"error\" role=\"alert\">This sign-in form \
+             has expired. <a href=\"/approvals\">Sign in again</a>.</p></main>",
+        ),
+        None,
+    )
+}
+
 /// `GET /`: the page.
 async fn index() -> Response {
     back_to_page(None)
@@ -305,7 +328,8 @@ async fn approvals(State(state): State<AdminState>, headers: HeaderMap) -> Respo
             Err(error) => return no_session(&error),
         },
     };
-    html(StatusCode::OK, render::sign_in(&session.csrf, None), cookie)
+    let form = render::sign_in(&session.csrf, None, page.issuer.is_some());
+    html(StatusCode::OK, form, cookie)
 }
 
 /// The parked calls, or why they cannot be read (on one line).
@@ -326,23 +350,14 @@ async fn sign_in(
 ) -> Response {
     let page = &state.page;
     let Some(session) = page.session(&headers) else {
-        // No form of ours was filled in: an old one, or another site's.
-        return html(
-            StatusCode::FORBIDDEN,
-            render::document(
-                "Sign in: approvals",
-                "",
-                "<main class=\"sign-in\"><p class=\"error\" role=\"alert\">This sign-in form \
-                 has expired. <a href=\"/approvals\">Sign in again</a>.</p></main>",
-            ),
-            None,
-        );
+        return expired_form();
     };
     if !field(&body, "csrf").is_some_and(|token| session.csrf_matches(&token)) {
         return csrf_refused();
     }
     let refused = |status: StatusCode, why: &str| {
-        html(status, render::sign_in(&session.csrf, Some(why)), None)
+        let form = render::sign_in(&session.csrf, Some(why), page.issuer.is_some());
+        html(status, form, None)
     };
     let admin = state.gateway.config.admin.as_ref();
     let token = field(&body, "token").unwrap_or_default();
@@ -364,7 +379,7 @@ async fn sign_in(
         name: name.to_owned(),
         via: SignIn::AdminToken,
     };
-    match page.sessions.sign_in(&session.id, approver) {
+    match page.sessions.sign_in(&session.id, approver, None) {
         Ok(signed_in) => back_to_page(Some(page.set_cookie(Some(&signed_in.id)))),
         Err(error) => no_session(&error),
     }
@@ -537,13 +552,13 @@ mod tests {
 
     #[test]
     fn the_cookie_is_http_only_strict_and_secure_only_when_asked() {
-        let plain = Page::new(false);
+        let plain = Page::new(false, None);
         let set = plain.set_cookie(Some("abc"));
         assert_eq!(
             set,
             "mcp-hints-approver=abc; HttpOnly; SameSite=Strict; Path=/"
         );
-        let secure = Page::new(true);
+        let secure = Page::new(true, None);
         assert_eq!(
             secure.set_cookie(Some("abc")),
             "__Host-mcp-hints-approver=abc; HttpOnly; SameSite=Strict; Secure; Path=/"
@@ -564,7 +579,7 @@ mod tests {
 
     #[test]
     fn a_decision_with_the_cookie_needs_the_sessions_csrf_token() {
-        let page = Page::new(false);
+        let page = Page::new(false, None);
         let form = page.sessions.start().unwrap();
         let approver = Approver {
             name: "carol".to_owned(),
@@ -575,7 +590,10 @@ mod tests {
             page.decider(&cookie_headers(&page, &form.id), b"")
                 .is_none()
         );
-        let session = page.sessions.sign_in(&form.id, approver.clone()).unwrap();
+        let session = page
+            .sessions
+            .sign_in(&form.id, approver.clone(), None)
+            .unwrap();
         let mut headers = cookie_headers(&page, &session.id);
         let refused = page.decider(&headers, b"").unwrap().unwrap_err();
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);

@@ -71,21 +71,50 @@ fn path_segment(text: &str) -> String {
     encoded
 }
 
-/// The sign-in form, with `error` said above it when there is one.
-pub(super) fn sign_in(csrf: &str, error: Option<&str>) -> String {
+/// The sign-in form, with `error` said above it when there is one, and,
+/// when `issuer` (`[approval]` configures the sign-in through the
+/// issuer), the button that signs in there instead.
+pub(super) fn sign_in(csrf: &str, error: Option<&str>, issuer: bool) -> String {
     let error = error
         .map(|error| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(error)))
         .unwrap_or_default();
+    let csrf_field = format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        escape(csrf)
+    );
+    let issuer = if issuer {
+        format!(
+            "<form method=\"post\" action=\"/sign-in/issuer\" class=\"issuer\">\n{csrf_field}\n\
+             <button type=\"submit\">Sign in with your identity provider</button>\n</form>\n\
+             <p class=\"or\">or with the admin token:</p>\n"
+        )
+    } else {
+        String::new()
+    };
     let body = format!(
-        "<main class=\"sign-in\">\n<h1>Approvals</h1>\n{error}\
-         <form method=\"post\" action=\"/sign-in\">\n\
-         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\n\
+        "<main class=\"sign-in\">\n<h1>Approvals</h1>\n{error}{issuer}\
+         <form method=\"post\" action=\"/sign-in\">\n{csrf_field}\n\
          <label>Admin token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label>\n\
          <label>Your name, for the audit log <input type=\"text\" name=\"name\" autocomplete=\"username\" placeholder=\"admin\" maxlength=\"64\"></label>\n\
-         <button type=\"submit\">Sign in</button>\n</form>\n</main>",
-        csrf = escape(csrf)
+         <button type=\"submit\">Sign in</button>\n</form>\n</main>"
     );
     document("Sign in: approvals", csrf, &body)
+}
+
+/// A page that only says `message` (an error when `error`), with a link
+/// back to the approvals page.
+pub(super) fn notice(message: &str, error: bool) -> String {
+    let class = if error {
+        " class=\"error\" role=\"alert\""
+    } else {
+        ""
+    };
+    let body = format!(
+        "<main class=\"sign-in\">\n<h1>Approvals</h1>\n<p{class}>{}</p>\n\
+         <p><a href=\"/approvals\">Go to the approvals page</a>.</p>\n</main>",
+        escape(message)
+    );
+    document("Approvals", "", &body)
 }
 
 /// The page of a signed-in `approver`: who they are, a sign-out form, and

@@ -8,6 +8,11 @@
 //! the sign-in is worth nothing after it). How the approver proved who
 //! they are is a [`SignIn`]; each method only has to end in
 //! [`Sessions::sign_in`] with the [`Approver`] it established.
+//!
+//! A sign-in through the issuer keeps its [`Flow`] (the OAuth `state` and
+//! the PKCE verifier) in the anonymous session that started it, so the
+//! verifier never leaves the gateway and the answer from the issuer is
+//! taken only by the browser that asked; a flow is good for one answer.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -18,23 +23,33 @@ use subtle::ConstantTimeEq as _;
 use crate::defaults;
 
 /// How an approver proved who they are.
-///
-/// One method today; an OAuth sign-in (an issuer whose tokens carry an
-/// approver scope) would be a second variant naming its issuer, its
-/// routes ending in [`Sessions::sign_in`] as the token's do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SignIn {
     /// The admin token (`[admin]`), typed into the sign-in form.
     AdminToken,
+    /// An access token of the `[auth] issuer` holding `[approval]
+    /// approver_scope`, got with the authorization code grant.
+    Issuer,
 }
 
 impl SignIn {
-    /// How the page says it: `admin token`.
+    /// How the page says it: `admin token`, `identity provider`.
     pub(crate) fn words(self) -> &'static str {
         match self {
             SignIn::AdminToken => "admin token",
+            SignIn::Issuer => "identity provider",
         }
     }
+}
+
+/// A sign-in through the issuer under way (OAuth 2.1 §4.1.1, §7.5.2): the
+/// `state` the authorization request carried and must come back, and the
+/// PKCE `code_verifier` (RFC 7636 §4.1) the token request sends. Both are
+/// 64 hex characters from the operating system's generator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Flow {
+    pub(crate) state: String,
+    pub(crate) verifier: String,
 }
 
 /// Who signed in: the name their decisions are logged under (`by`), and
@@ -54,6 +69,12 @@ pub(crate) struct Session {
     pub(crate) csrf: String,
     /// `None` until someone signs in.
     pub(crate) approver: Option<Approver>,
+    /// The sign-in through the issuer this anonymous session started, if
+    /// one is under way.
+    flow: Option<Flow>,
+    /// When a signed-in session ends at the latest besides the page's
+    /// caps: when the access token it was signed in with expires.
+    until: Option<Instant>,
     started: Instant,
     seen: Instant,
 }
@@ -67,8 +88,9 @@ impl Session {
 
     /// Whether it has ended at `now`: anonymous past
     /// [`defaults::SIGN_IN_FORM_LIFETIME`]; signed in past
-    /// [`defaults::SESSION_LIFETIME`], or idle past
-    /// [`defaults::SESSION_IDLE`].
+    /// [`defaults::SESSION_LIFETIME`], idle past
+    /// [`defaults::SESSION_IDLE`], or past its `until` (the access token
+    /// it was signed in with expired).
     fn ended(&self, now: Instant) -> bool {
         let age = now.saturating_duration_since(self.started);
         match self.approver {
@@ -76,6 +98,7 @@ impl Session {
             Some(_) => {
                 age >= defaults::SESSION_LIFETIME
                     || now.saturating_duration_since(self.seen) >= defaults::SESSION_IDLE
+                    || self.until.is_some_and(|until| now >= until)
             }
         }
     }
@@ -114,7 +137,48 @@ impl Sessions {
     ///
     /// [`NoRandomness`] when no id can be drawn.
     pub(crate) fn start(&self) -> Result<Session, NoRandomness> {
-        self.insert(None, Instant::now())
+        self.insert(None, None, Instant::now())
+    }
+
+    /// Starts a sign-in through the issuer in the anonymous session `id`:
+    /// a new [`Flow`], replacing any the session had (only the latest
+    /// answer is taken). `Ok(None)` when `id` names no live anonymous
+    /// session.
+    ///
+    /// # Errors
+    ///
+    /// [`NoRandomness`] when no state or verifier can be drawn.
+    pub(crate) fn begin_flow(&self, id: &str) -> Result<Option<Flow>, NoRandomness> {
+        let flow = Flow {
+            state: random_token()?,
+            verifier: random_token()?,
+        };
+        let now = Instant::now();
+        let mut sessions = self.held();
+        let Some(session) = sessions.get_mut(id) else {
+            return Ok(None);
+        };
+        if session.approver.is_some() || session.ended(now) {
+            return Ok(None);
+        }
+        session.seen = now;
+        session.flow = Some(flow.clone());
+        Ok(Some(flow))
+    }
+
+    /// Takes the flow of the anonymous session `id` for an answer that
+    /// carried `state`: the flow when `state` is its state (compared in
+    /// constant time), else `None`. Either way the session keeps no flow
+    /// after: one answer per flow, right or wrong.
+    pub(crate) fn take_flow(&self, id: &str, state: &str) -> Option<Flow> {
+        let now = Instant::now();
+        let mut sessions = self.held();
+        let session = sessions.get_mut(id)?;
+        if session.ended(now) {
+            return None;
+        }
+        let flow = session.flow.take()?;
+        bool::from(flow.state.as_bytes().ct_eq(state.as_bytes())).then_some(flow)
     }
 
     /// The session `id`, its idle time reset; `None` when there is none
@@ -135,7 +199,8 @@ impl Sessions {
     }
 
     /// Ends the session `previous` (anonymous or not) and starts one under
-    /// a new id and a new CSRF token, signed in as `approver`.
+    /// a new id and a new CSRF token, signed in as `approver`, ending
+    /// within the page's caps and at `until` at the latest when given.
     ///
     /// # Errors
     ///
@@ -145,9 +210,10 @@ impl Sessions {
         &self,
         previous: &str,
         approver: Approver,
+        until: Option<Instant>,
     ) -> Result<Session, NoRandomness> {
         self.end(previous);
-        self.insert(Some(approver), Instant::now())
+        self.insert(Some(approver), until, Instant::now())
     }
 
     /// Ends the session `id`, if there is one.
@@ -155,11 +221,18 @@ impl Sessions {
         self.held().remove(id);
     }
 
-    fn insert(&self, approver: Option<Approver>, now: Instant) -> Result<Session, NoRandomness> {
+    fn insert(
+        &self,
+        approver: Option<Approver>,
+        until: Option<Instant>,
+        now: Instant,
+    ) -> Result<Session, NoRandomness> {
         let session = Session {
             id: random_token()?,
             csrf: random_token()?,
             approver,
+            flow: None,
+            until,
             started: now,
             seen: now,
         };
@@ -215,7 +288,7 @@ mod tests {
         assert!(!form.csrf_matches(""));
         assert!(!form.csrf_matches(&form.id));
 
-        let signed_in = sessions.sign_in(&form.id, carol()).unwrap();
+        let signed_in = sessions.sign_in(&form.id, carol(), None).unwrap();
         assert_ne!(signed_in.id, form.id);
         assert_ne!(signed_in.csrf, form.csrf);
         assert!(sessions.get(&form.id).is_none(), "the form's id lives on");
@@ -228,11 +301,11 @@ mod tests {
     fn sessions_end_when_idle_or_old_and_forms_sooner() {
         let sessions = Sessions::default();
         let start = Instant::now();
-        let form = sessions.insert(None, start).unwrap();
+        let form = sessions.insert(None, None, start).unwrap();
         let later = start + defaults::SIGN_IN_FORM_LIFETIME;
         assert!(sessions.get_at(&form.id, later).is_none());
 
-        let signed_in = sessions.insert(Some(carol()), start).unwrap();
+        let signed_in = sessions.insert(Some(carol()), None, start).unwrap();
         // Kept alive by use, up to its lifetime.
         let mut now = start;
         while now.saturating_duration_since(start) + defaults::SESSION_IDLE / 2
@@ -246,7 +319,7 @@ mod tests {
                 .get_at(&signed_in.id, start + defaults::SESSION_LIFETIME)
                 .is_none()
         );
-        let idle = sessions.insert(Some(carol()), start).unwrap();
+        let idle = sessions.insert(Some(carol()), None, start).unwrap();
         assert!(
             sessions
                 .get_at(&idle.id, start + defaults::SESSION_IDLE)
@@ -255,12 +328,55 @@ mod tests {
     }
 
     #[test]
+    fn a_session_signed_in_with_an_access_token_ends_when_it_expires() {
+        let sessions = Sessions::default();
+        let start = Instant::now();
+        let until = start + defaults::SESSION_IDLE / 4;
+        let session = sessions.insert(Some(carol()), Some(until), start).unwrap();
+        assert!(
+            sessions
+                .get_at(&session.id, until - defaults::SESSION_IDLE / 8)
+                .is_some()
+        );
+        assert!(sessions.get_at(&session.id, until).is_none());
+    }
+
+    #[test]
+    fn a_flow_answers_once_and_only_to_its_state() {
+        let sessions = Sessions::default();
+        let form = sessions.start().unwrap();
+        let flow = sessions.begin_flow(&form.id).unwrap().unwrap();
+        assert_eq!(flow.state.len(), 64);
+        assert_eq!(flow.verifier.len(), 64);
+        assert_ne!(flow.state, flow.verifier);
+        assert_ne!(flow.state, form.csrf);
+        // A wrong state spends the flow: the right one is refused after it.
+        assert!(sessions.take_flow(&form.id, "forged").is_none());
+        assert!(sessions.take_flow(&form.id, &flow.state).is_none());
+        // A new flow replaces the one before.
+        let first = sessions.begin_flow(&form.id).unwrap().unwrap();
+        let second = sessions.begin_flow(&form.id).unwrap().unwrap();
+        assert_ne!(first, second);
+        assert!(sessions.take_flow(&form.id, &first.state).is_none());
+        let third = sessions.begin_flow(&form.id).unwrap().unwrap();
+        assert_eq!(
+            sessions.take_flow(&form.id, &third.state),
+            Some(third.clone())
+        );
+        assert!(sessions.take_flow(&form.id, &third.state).is_none());
+        // Only an anonymous session starts one.
+        let signed_in = sessions.sign_in(&form.id, carol(), None).unwrap();
+        assert_eq!(sessions.begin_flow(&signed_in.id).unwrap(), None);
+        assert_eq!(sessions.begin_flow("no-such-session").unwrap(), None);
+    }
+
+    #[test]
     fn a_full_table_drops_an_anonymous_session_before_a_signed_in_one() {
         let sessions = Sessions::default();
         let now = Instant::now();
-        let signed_in = sessions.insert(Some(carol()), now).unwrap();
+        let signed_in = sessions.insert(Some(carol()), None, now).unwrap();
         for _ in 1..defaults::MAX_PAGE_SESSIONS + 10 {
-            sessions.insert(None, now).unwrap();
+            sessions.insert(None, None, now).unwrap();
         }
         assert_eq!(sessions.len(), defaults::MAX_PAGE_SESSIONS);
         assert!(sessions.get_at(&signed_in.id, now).is_some());
