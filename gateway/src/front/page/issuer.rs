@@ -570,7 +570,7 @@ mod tests {
         // RFC 7636 Appendix B.
         assert_eq!(
             challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
-            "E9Melhoa2OwvFWzmVW3Jy1RvgBHqZ8cBT75ktWO8RO4"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }
 
