@@ -1296,6 +1296,7 @@ mod tests {
             outcome: None,
             attempts: None,
             degraded: None,
+            by: None,
             phase: Phase::Decided,
         }
     }

@@ -217,6 +217,13 @@ pub struct Entry {
     /// unavailable: WHY; rate limits fail closed`. Absent when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// Who approved or denied a parked call, on the entries of its
+    /// resolution (`approved`, `denied`): the name `approve --by` gave
+    /// (`admin` without one), or the approver signed in to the approvals
+    /// page (the name typed with the admin token, or the principal of the
+    /// identity provider's token). Absent on every other entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
 }
@@ -1212,6 +1219,7 @@ mod tests {
             outcome: None,
             attempts: None,
             degraded: None,
+            by: None,
             phase: Phase::Decided,
         }
     }

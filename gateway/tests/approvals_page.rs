@@ -12,8 +12,19 @@
 //!   (the client's call completes), Deny (the client is refused), and a
 //!   forged POST from another loopback origin refused while the call
 //!   stays parked. The page with a parked call is saved as a screenshot
-//!   (`docs/approvals-page.png` with `MCP_HINTS_UPDATE_SCREENSHOT=1`).
+//!   (`docs/approvals-page.png` with `MCP_HINTS_UPDATE_SCREENSHOT=1`);
+//! - signing in through an OAuth issuer (the fixture issuer of
+//!   cli/tests/fixtures, on loopback): in Chromium, the button, the
+//!   issuer's consent, back signed in as its user, who approves a call
+//!   the audit log then names them for; a forged callback and a user
+//!   without the approver scope refused; over plain HTTP, every answer
+//!   the callback must refuse (a wrong or spent state, another issuer,
+//!   no `iss`, an error redirect, a code the issuer will not exchange, an
+//!   expired token), none of them signing anyone in.
 
+// The fixture OAuth issuer's venv, installed once for both crates' tests.
+#[path = "../../cli/tests/peers/mod.rs"]
+mod peers;
 mod support;
 
 use std::net::SocketAddr;
@@ -24,7 +35,9 @@ use std::time::Duration;
 
 use mcp_hints_gateway::front::serve_admin;
 use serde_json::{Value, json};
-use support::{BOUND, Echo, Served, call, client, scratch_dir, serve_gateway, text};
+use support::{
+    BOUND, Echo, Served, call, client, log_lines, scratch_dir, serve_gateway_with_env, text,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +67,17 @@ struct Stage {
 
 impl Stage {
     async fn start(name: &str, extra: &str) -> Stage {
+        Stage::start_with(name, free_address(), extra, &|_| None).await
+    }
+
+    /// [`Stage::start`], its admin endpoint at `admin`, the `*_env` keys
+    /// read from `env`.
+    async fn start_with(
+        name: &str,
+        admin: SocketAddr,
+        extra: &str,
+        env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Stage {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let stop = CancellationToken::new();
         let calls = Arc::new(AtomicUsize::new(0));
@@ -95,8 +119,7 @@ tool = "note"
 timeout_secs = 300
 {extra}"#
         );
-        let served = serve_gateway(&dir, name, &config, &stop).await;
-        let admin = free_address();
+        let served = serve_gateway_with_env(&dir, name, &config, env, &stop).await;
         serve_admin(served.gateway.clone(), admin).await.unwrap();
         Stage {
             served,
@@ -147,6 +170,11 @@ timeout_secs = 300
 
     fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.admin)
+    }
+
+    /// The audit log.
+    fn log(&self) -> PathBuf {
+        self._dir.join("audit.jsonl")
     }
 }
 
@@ -915,4 +943,603 @@ async fn an_approver_signs_in_decides_calls_as_they_come_and_a_forged_post_is_re
     stop.cancel();
     browser.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// The audience the fixture issuer gives the page's tokens for: the
+/// `[auth] audience` of the gateways below.
+const AUDIENCE: &str = "https://gateway.example.com/mcp";
+
+/// The fixture issuer (cli/tests/fixtures/oauth_issuer.py, with PyJWT from
+/// the venv cli/tests/peers installs) on a free loopback port, issuing
+/// tokens for [`AUDIENCE`] to its `--user` (`erin`); killed when dropped.
+struct Issuer {
+    _peer: peers::HttpPeer,
+    url: String,
+}
+
+impl Issuer {
+    fn start(args: &[&str]) -> Issuer {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = peers::free_port();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/oauth_issuer.py");
+        let peer = tokio::task::block_in_place(|| {
+            peers::HttpPeer::start(
+                std::process::Command::new(peers::installed().python())
+                    .arg(script)
+                    .arg(port.to_string())
+                    .args(["--audience", AUDIENCE])
+                    .args(args),
+                port,
+            )
+        });
+        Issuer {
+            _peer: peer,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Registers a client (RFC 7591) sending approvers back to
+    /// `redirect_uri`, authenticating with `method` at the token endpoint:
+    /// its id, and its secret unless `method` is `none`.
+    async fn register(&self, redirect_uri: &str, method: &str) -> (String, Option<String>) {
+        let asked = json!({
+            "redirect_uris": [redirect_uri],
+            "token_endpoint_auth_method": method,
+            "client_name": "approvals page",
+        });
+        let answer = http()
+            .post(format!("{}/register", self.url))
+            .header("content-type", "application/json")
+            .body(asked.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 201);
+        let client = answer.json_value().await;
+        (
+            client["client_id"].as_str().unwrap().to_owned(),
+            client["client_secret"].as_str().map(str::to_owned),
+        )
+    }
+
+    /// The requests it served, in order (see the fixture's docs).
+    async fn requests(&self) -> Vec<Value> {
+        let answer = http()
+            .get(format!("{}/requests", self.url))
+            .send()
+            .await
+            .unwrap();
+        answer.json_value().await["requests"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Stage {
+    /// A [`Stage`] whose approvers may sign in at `issuer`, as a client
+    /// registered there first: a confidential one (its secret in the
+    /// environment variable `client_secret_env` names) when
+    /// `confidential`, else a public one.
+    async fn with_issuer(name: &str, issuer: &Issuer, confidential: bool) -> Stage {
+        let admin = free_address();
+        let method = if confidential {
+            "client_secret_basic"
+        } else {
+            "none"
+        };
+        let (client_id, secret) = issuer
+            .register(&format!("http://{admin}/sign-in/callback"), method)
+            .await;
+        let secret_env = if secret.is_some() {
+            "client_secret_env = \"PAGE_CLIENT_SECRET\"\n"
+        } else {
+            ""
+        };
+        let extra = format!(
+            "\n[auth]\nissuer = \"{}\"\naudience = \"{AUDIENCE}\"\n\n\
+             [approval]\napprover_scope = \"mcp:approve\"\nclient_id = \"{client_id}\"\n{secret_env}",
+            issuer.url
+        );
+        let env = move |name: &str| {
+            (name == "PAGE_CLIENT_SECRET")
+                .then(|| secret.clone().map(std::ffi::OsString::from))
+                .flatten()
+        };
+        Stage::start_with(name, admin, &extra, &env).await
+    }
+}
+
+/// The text of the page's first `p.error`, waited for.
+async fn alert(browser: &fantoccini::Client) -> String {
+    browser
+        .wait()
+        .at_most(BOUND)
+        .for_element(fantoccini::Locator::Css("p.error"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Whether the page says who is signed in.
+async fn signed_in_shown(browser: &fantoccini::Client) -> bool {
+    run(browser, "return document.querySelector('.who') !== null;").await == Value::Bool(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_signs_in_through_the_identity_provider_and_approves_a_call() {
+    let issuer = Issuer::start(&[]);
+    let stage = Stage::with_issuer("page-issuer", &issuer, true).await;
+    let (id, parked) = stage.park("approved at the issuer's word").await;
+    let driver = Chromedriver::start().await;
+    let profile = scratch_dir("page-issuer-profile");
+    let browser = browser(&driver, &profile).await;
+
+    // The sign-in form, then an answer this browser never asked for: a
+    // forged callback is refused, and nobody is signed in.
+    browser.goto(&stage.url("/approvals")).await.unwrap();
+    browser
+        .wait()
+        .at_most(BOUND)
+        .for_element(fantoccini::Locator::Css("form[action='/sign-in/issuer']"))
+        .await
+        .unwrap();
+    browser
+        .goto(&stage.url(&format!(
+            "/sign-in/callback?code=forged-code&state=forged-state&iss={}",
+            issuer.url
+        )))
+        .await
+        .unwrap();
+    assert_eq!(
+        alert(&browser).await,
+        "The answer from your identity provider does not belong to this sign-in (its state is \
+         not the one this page sent): sign in again."
+    );
+    assert!(!signed_in_shown(&browser).await);
+    assert!(
+        !browser.source().await.unwrap().contains("forged-code"),
+        "the code is shown back"
+    );
+
+    // The button: to the issuer, which consents for erin, and back
+    // signed in.
+    browser
+        .find(fantoccini::Locator::Css(
+            "form[action='/sign-in/issuer'] button",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let who = browser
+        .wait()
+        .at_most(BOUND)
+        .for_element(fantoccini::Locator::Css(".who"))
+        .await
+        .unwrap_or_else(|error| panic!("not signed in through the issuer: {error}"));
+    assert_eq!(
+        who.text().await.unwrap(),
+        "Signed in as erin (identity provider)"
+    );
+    assert!(
+        browser.get_named_cookie("mcp-hints-sign-in").await.is_err(),
+        "the flow's cookie outlives the sign-in"
+    );
+
+    // erin approves the parked call: the client's call completes, and the
+    // audit log names erin.
+    let card = format!("call-{id}");
+    until(
+        &browser,
+        "the parked call to appear",
+        &format!("return document.getElementById('{card}') !== null;"),
+    )
+    .await;
+    browser
+        .find(fantoccini::Locator::Css(&format!("#{card} button.approve")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let done = tokio::time::timeout(BOUND, parked).await.unwrap().unwrap();
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert_eq!(text(&done), "noted: approved at the issuer's word");
+    let lines = log_lines(&stage.log(), 3).await;
+    let approved: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["decision"] == "approved")
+        .collect();
+    assert_eq!(approved.len(), 1, "{lines:?}");
+    assert_eq!(approved[0]["by"], "erin");
+    assert_eq!(approved[0]["id"], id.as_str());
+    assert!(
+        lines.iter().all(|line| line["by"].is_null() || line["by"] == "erin"),
+        "{lines:?}"
+    );
+
+    // What the issuer was asked: the code grant with PKCE S256, the
+    // approver scope, the gateway's audience as the resource, the
+    // registered redirect URI; the code exchanged by the gateway itself.
+    let requests = issuer.requests().await;
+    let authorized: Vec<&Value> = requests
+        .iter()
+        .filter(|request| request["path"] == "/authorize")
+        .collect();
+    assert_eq!(authorized.len(), 1, "{requests:?}");
+    let asked = &authorized[0]["params"];
+    assert_eq!(asked["response_type"], "code");
+    assert_eq!(asked["scope"], "mcp:approve");
+    assert_eq!(asked["resource"], AUDIENCE);
+    assert_eq!(asked["code_challenge_method"], "S256");
+    assert_eq!(asked["code_challenge"].as_str().unwrap().len(), 43);
+    assert_eq!(
+        asked["redirect_uri"],
+        format!("http://{}/sign-in/callback", stage.admin)
+    );
+    assert_eq!(asked["state"].as_str().unwrap().len(), 64);
+    let exchanged: Vec<&Value> = requests
+        .iter()
+        .filter(|request| request["path"] == "/token")
+        .collect();
+    assert_eq!(exchanged.len(), 1, "{requests:?}");
+    assert_eq!(exchanged[0]["grant_type"], "authorization_code");
+    assert_eq!(exchanged[0]["resource"], AUDIENCE);
+    assert!(
+        exchanged[0]["agent"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp-hints-gateway/"),
+        "{:?}",
+        exchanged[0]
+    );
+    browser.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_the_issuer_does_not_grant_the_approver_scope_is_refused() {
+    let issuer = Issuer::start(&["--withhold", "mcp:approve"]);
+    let stage = Stage::with_issuer("page-issuer-unscoped", &issuer, false).await;
+    let driver = Chromedriver::start().await;
+    let profile = scratch_dir("page-issuer-unscoped-profile");
+    let browser = browser(&driver, &profile).await;
+
+    browser.goto(&stage.url("/approvals")).await.unwrap();
+    browser
+        .wait()
+        .at_most(BOUND)
+        .for_element(fantoccini::Locator::Css(
+            "form[action='/sign-in/issuer'] button",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        alert(&browser).await,
+        "erin signed in at your identity provider, but is not an approver: the token it gave \
+         lacks the scope mcp:approve."
+    );
+    assert!(!signed_in_shown(&browser).await);
+    // No session: the browser's cookie opens no event stream, and the
+    // page is the sign-in form still.
+    let cookie = browser
+        .get_named_cookie("mcp-hints-approver")
+        .await
+        .unwrap();
+    let events = http()
+        .get(stage.url("/events"))
+        .header("cookie", format!("mcp-hints-approver={}", cookie.value()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 401);
+    browser.goto(&stage.url("/approvals")).await.unwrap();
+    browser
+        .wait()
+        .at_most(BOUND)
+        .for_element(fantoccini::Locator::Css("form[action='/sign-in']"))
+        .await
+        .unwrap();
+    assert!(!signed_in_shown(&browser).await);
+    browser.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// The `Set-Cookie` pairs (`NAME=VALUE`) of an answer.
+fn set_cookies(answer: &reqwest::Response) -> Vec<String> {
+    answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|value| {
+            let value = value.to_str().unwrap();
+            value.split(';').next().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// One sign-in through the issuer over plain HTTP, as a browser would go
+/// (cookies carried by hand, no redirect followed).
+struct HttpSignIn<'a> {
+    stage: &'a Stage,
+    /// The anonymous session's cookie and its CSRF token.
+    cookie: String,
+    csrf: String,
+}
+
+impl<'a> HttpSignIn<'a> {
+    async fn open(stage: &'a Stage) -> HttpSignIn<'a> {
+        let page = http().get(stage.url("/approvals")).send().await.unwrap();
+        let (cookie, _) = set_cookie(&page);
+        let csrf = csrf_in(&page.text().await.unwrap());
+        HttpSignIn {
+            stage,
+            cookie,
+            csrf,
+        }
+    }
+
+    /// Presses the button: the issuer's authorization URL, and the flow
+    /// cookie the answer set.
+    async fn begin(&self) -> (reqwest::Url, String) {
+        let answer = http()
+            .post(self.stage.url("/sign-in/issuer"))
+            .header("cookie", &self.cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={}", self.csrf))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 303);
+        let location = answer.headers()["location"].to_str().unwrap();
+        let url = reqwest::Url::parse(location).unwrap();
+        let cookies = set_cookies(&answer);
+        assert_eq!(cookies.len(), 1, "{cookies:?}");
+        let flow = cookies[0].clone();
+        assert_eq!(flow, format!("mcp-hints-sign-in={}", &self.cookie[19..]));
+        (url, flow)
+    }
+
+    /// The issuer's answer to the authorization request at `url`: the
+    /// callback URL it redirects to.
+    async fn authorize(url: &reqwest::Url) -> reqwest::Url {
+        let answer = http().get(url.as_str()).send().await.unwrap();
+        assert_eq!(answer.status(), 302);
+        reqwest::Url::parse(answer.headers()["location"].to_str().unwrap()).unwrap()
+    }
+
+    /// The callback URL with `name` set to `value` (`None`: left out).
+    fn altered(callback: &reqwest::Url, name: &str, value: Option<&str>) -> String {
+        let pairs: Vec<(String, String)> = callback
+            .query_pairs()
+            .filter(|(key, _)| key != name)
+            .map(|(key, value)| (key.into_owned(), value.into_owned()))
+            .collect();
+        let mut url = callback.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query.clear();
+            for (key, old) in &pairs {
+                query.append_pair(key, old);
+            }
+            if let Some(value) = value {
+                query.append_pair(name, value);
+            }
+        }
+        url.to_string()
+    }
+
+    /// Follows `callback` with the browser's cookies (the session's and
+    /// the flow's, as a browser sends them on the way back from the
+    /// issuer).
+    async fn back(&self, flow: &str, callback: &str) -> reqwest::Response {
+        http()
+            .get(callback)
+            .header("cookie", format!("{}; {flow}", self.cookie))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The status of `GET /events` with `cookie`.
+    async fn events(&self, cookie: &str) -> u16 {
+        http()
+            .get(self.stage.url("/events"))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
+/// Asserts `answer` is the sign-in form again with `status`, saying
+/// `message`, that it signed nobody in (only the flow cookie removed),
+/// and that it shows none of `secrets`.
+async fn refused_with(answer: reqwest::Response, status: u16, message: &str, secrets: &[&str]) {
+    assert_eq!(answer.status(), status);
+    let cookies = set_cookies(&answer);
+    assert_eq!(cookies, ["mcp-hints-sign-in="], "a session was set");
+    let body = answer.text().await.unwrap();
+    assert!(
+        body.contains(&format!("<p class=\"error\" role=\"alert\">{message}</p>")),
+        "{body}"
+    );
+    assert!(body.contains("action=\"/sign-in/issuer\""), "{body}");
+    for secret in secrets {
+        assert!(!body.contains(secret), "{secret} shown in {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callback_takes_only_the_answer_to_its_own_request() {
+    let issuer = Issuer::start(&[]);
+    let stage = Stage::with_issuer("page-issuer-http", &issuer, false).await;
+    let sign_in = HttpSignIn::open(&stage).await;
+
+    // The button's POST without the form's CSRF token: 403, no flow.
+    let forged = http()
+        .post(stage.url("/sign-in/issuer"))
+        .header("cookie", &sign_in.cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=forged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+
+    // The authorization request: the state is not the CSRF token.
+    let (url, flow) = sign_in.begin().await;
+    assert_eq!(
+        url.as_str().split('?').next(),
+        Some(format!("{}/authorize", issuer.url).as_str())
+    );
+    let asked: std::collections::BTreeMap<String, String> = url.query_pairs().into_owned().collect();
+    assert_eq!(asked["scope"], "mcp:approve");
+    assert_eq!(asked["resource"], AUDIENCE);
+    assert_eq!(asked["code_challenge_method"], "S256");
+    assert_ne!(asked["state"], sign_in.csrf);
+
+    // A wrong state: refused; the flow is spent, so the right one is too.
+    let callback = HttpSignIn::authorize(&url).await;
+    let code: String = callback
+        .query_pairs()
+        .find(|(key, _)| key == "code")
+        .unwrap()
+        .1
+        .into_owned();
+    let wrong = HttpSignIn::altered(&callback, "state", Some("0123abcd"));
+    refused_with(
+        sign_in.back(&flow, &wrong).await,
+        400,
+        "The answer from your identity provider does not belong to this sign-in (its state is \
+         not the one this page sent): sign in again.",
+        &[&code],
+    )
+    .await;
+    refused_with(
+        sign_in.back(&flow, callback.as_str()).await,
+        400,
+        "The answer from your identity provider does not belong to this sign-in (its state is \
+         not the one this page sent): sign in again.",
+        &[&code],
+    )
+    .await;
+
+    // Another issuer's answer (RFC 9207), and one without `iss` from an
+    // issuer that promises it.
+    let (url, flow) = sign_in.begin().await;
+    let callback = HttpSignIn::authorize(&url).await;
+    let other = HttpSignIn::altered(&callback, "iss", Some("https://evil.example.com"));
+    refused_with(
+        sign_in.back(&flow, &other).await,
+        400,
+        &format!(
+            "The answer comes from another issuer (https://evil.example.com) than this \
+             gateway&#39;s ({}) (RFC 9207): sign in again.",
+            issuer.url
+        ),
+        &[],
+    )
+    .await;
+    let (url, flow) = sign_in.begin().await;
+    let callback = HttpSignIn::authorize(&url).await;
+    refused_with(
+        sign_in
+            .back(&flow, &HttpSignIn::altered(&callback, "iss", None))
+            .await,
+        400,
+        "The answer from your identity provider does not name its issuer (iss), which its \
+         metadata promises (RFC 9207): sign in again.",
+        &[],
+    )
+    .await;
+
+    // An error redirect: said, escaped.
+    let (url, flow) = sign_in.begin().await;
+    let state: String = url
+        .query_pairs()
+        .find(|(key, _)| key == "state")
+        .unwrap()
+        .1
+        .into_owned();
+    let mut error = reqwest::Url::parse(&stage.url("/sign-in/callback")).unwrap();
+    error
+        .query_pairs_mut()
+        .append_pair("error", "access_denied")
+        .append_pair("error_description", "<b>no</b>")
+        .append_pair("state", &state)
+        .append_pair("iss", &issuer.url);
+    refused_with(
+        sign_in.back(&flow, error.as_str()).await,
+        502,
+        "Your identity provider refused the sign-in: access_denied (&lt;b&gt;no&lt;/b&gt;).",
+        &["<b>"],
+    )
+    .await;
+
+    // A code the issuer does not exchange.
+    let (url, flow) = sign_in.begin().await;
+    let callback = HttpSignIn::authorize(&url).await;
+    refused_with(
+        sign_in
+            .back(
+                &flow,
+                &HttpSignIn::altered(&callback, "code", Some("forged-code")),
+            )
+            .await,
+        502,
+        "Your identity provider did not give a token for the sign-in: it answered 400 Bad \
+         Request, invalid_grant (the code is unknown, spent, expired or another client&#39;s).",
+        &["forged-code"],
+    )
+    .await;
+    assert_eq!(sign_in.events(&sign_in.cookie).await, 401);
+
+    // The real answer: signed in under a new session id, sent on to the
+    // page, the flow cookie gone.
+    let (url, flow) = sign_in.begin().await;
+    let callback = HttpSignIn::authorize(&url).await;
+    let answer = sign_in.back(&flow, callback.as_str()).await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["refresh"], "0; url=/approvals");
+    let cookies = set_cookies(&answer);
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+    assert!(cookies.contains(&"mcp-hints-sign-in=".to_owned()), "{cookies:?}");
+    let session = cookies
+        .iter()
+        .find(|cookie| cookie.starts_with("mcp-hints-approver="))
+        .unwrap();
+    assert_ne!(*session, sign_in.cookie);
+    assert_eq!(sign_in.events(session).await, 200);
+    assert_eq!(sign_in.events(&sign_in.cookie).await, 401);
+    let body = answer.text().await.unwrap();
+    assert!(body.contains("Signed in as erin."), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_access_token_signs_nobody_in() {
+    let issuer = Issuer::start(&["--lifetime", "-120"]);
+    let stage = Stage::with_issuer("page-issuer-expired", &issuer, true).await;
+    let sign_in = HttpSignIn::open(&stage).await;
+    let (url, flow) = sign_in.begin().await;
+    let callback = HttpSignIn::authorize(&url).await;
+    refused_with(
+        sign_in.back(&flow, callback.as_str()).await,
+        401,
+        "The access token from your identity provider is not one this gateway accepts: the \
+         token has expired.",
+        &[],
+    )
+    .await;
+    assert_eq!(sign_in.events(&sign_in.cookie).await, 401);
 }

@@ -81,6 +81,7 @@ impl CallRecord {
             outcome,
             attempts,
             degraded: None,
+            by: None,
             phase,
         }
     }
@@ -886,8 +887,13 @@ fn resolution_entries(
         Resolution::Unavailable { reason } => Some(format!("{reason}; approvals fail closed")),
         _ => None,
     };
+    let by = match resolution {
+        Resolution::Approved { by } | Resolution::Denied { by } => Some(by.clone()),
+        _ => None,
+    };
     let mut decided = record.entry(Phase::Decided, decision, rule.clone(), None, None);
     decided.degraded.clone_from(&degraded);
+    decided.by.clone_from(&by);
     let finished = (!resolution.proceeds()).then(|| {
         let mut finished = record.entry(
             Phase::Finished,
@@ -897,6 +903,7 @@ fn resolution_entries(
             None,
         );
         finished.degraded = degraded;
+        finished.by = by;
         finished
     });
     (decided, finished)

@@ -185,6 +185,31 @@ pub async fn serve_gateway_built(
     let config_path = dir.join(format!("{name}.toml"));
     std::fs::write(&config_path, text).unwrap();
     let config = mcp_hints_gateway::config::load(&config_path).unwrap();
+    serve_config(config, stop, build).await
+}
+
+/// [`serve_gateway`] with the environment variables `env` gives (for
+/// `*_env` keys) instead of the process's.
+pub async fn serve_gateway_with_env(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    stop: &CancellationToken,
+) -> Served {
+    let config_path = dir.join(format!("{name}.toml"));
+    std::fs::write(&config_path, text).unwrap();
+    let config = mcp_hints_gateway::config::parse_with_env(text, &config_path, env).unwrap();
+    serve_config(config, stop, |builder| builder).await
+}
+
+/// Starts the gateway of `config`, its builder set by `build`, and serves
+/// its router on a free loopback port.
+pub async fn serve_config(
+    config: mcp_hints_gateway::config::Config,
+    stop: &CancellationToken,
+    build: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+) -> Served {
     let gateway = build(Gateway::builder(config)).start().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
