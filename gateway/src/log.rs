@@ -217,8 +217,9 @@ pub struct Entry {
     /// unavailable: WHY; rate limits fail closed`. Absent when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
-    /// Who approved or denied a parked call, on the entries of its
-    /// resolution (`approved`, `denied`): the name `approve --by` gave
+    /// Who approved or denied a parked call, on the `decided` entry of
+    /// its resolution (decision `approved` or `denied`) and a denied
+    /// call's `finished` entry: the name `approve --by` gave
     /// (`admin` without one), or the approver signed in to the approvals
     /// page (the name typed with the admin token, or the principal of the
     /// identity provider's token). Absent on every other entry.

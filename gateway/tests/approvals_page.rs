@@ -1153,13 +1153,15 @@ async fn an_approver_signs_in_through_the_identity_provider_and_approves_a_call(
     let lines = log_lines(&stage.log(), 3).await;
     let approved: Vec<&Value> = lines
         .iter()
-        .filter(|line| line["decision"] == "approved")
+        .filter(|line| line["decision"] == "approved" && line["phase"] == "decided")
         .collect();
     assert_eq!(approved.len(), 1, "{lines:?}");
     assert_eq!(approved[0]["by"], "erin");
     assert_eq!(approved[0]["id"], id.as_str());
     assert!(
-        lines.iter().all(|line| line["by"].is_null() || line["by"] == "erin"),
+        lines
+            .iter()
+            .all(|line| line["by"].is_null() || line["by"] == "erin"),
         "{lines:?}"
     );
 
@@ -1386,6 +1388,14 @@ async fn the_callback_takes_only_the_answer_to_its_own_request() {
     let stage = Stage::with_issuer("page-issuer-http", &issuer, false).await;
     let sign_in = HttpSignIn::open(&stage).await;
 
+    // The sign-in form may be sent on to the issuer, and only there.
+    let form = http().get(stage.url("/approvals")).send().await.unwrap();
+    let policy = form.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        policy.contains(&format!("; form-action 'self' {}; ", issuer.url)),
+        "{policy}"
+    );
+
     // The button's POST without the form's CSRF token: 403, no flow.
     let forged = http()
         .post(stage.url("/sign-in/issuer"))
@@ -1403,7 +1413,8 @@ async fn the_callback_takes_only_the_answer_to_its_own_request() {
         url.as_str().split('?').next(),
         Some(format!("{}/authorize", issuer.url).as_str())
     );
-    let asked: std::collections::BTreeMap<String, String> = url.query_pairs().into_owned().collect();
+    let asked: std::collections::BTreeMap<String, String> =
+        url.query_pairs().into_owned().collect();
     assert_eq!(asked["scope"], "mcp:approve");
     assert_eq!(asked["resource"], AUDIENCE);
     assert_eq!(asked["code_challenge_method"], "S256");
@@ -1514,7 +1525,10 @@ async fn the_callback_takes_only_the_answer_to_its_own_request() {
     assert_eq!(answer.headers()["refresh"], "0; url=/approvals");
     let cookies = set_cookies(&answer);
     assert_eq!(cookies.len(), 2, "{cookies:?}");
-    assert!(cookies.contains(&"mcp-hints-sign-in=".to_owned()), "{cookies:?}");
+    assert!(
+        cookies.contains(&"mcp-hints-sign-in=".to_owned()),
+        "{cookies:?}"
+    );
     let session = cookies
         .iter()
         .find(|cookie| cookie.starts_with("mcp-hints-approver="))

@@ -101,7 +101,8 @@ pub async fn serve_admin(
     let page_url = format!("http://{bound}/approvals");
     let _ = gateway.page.set(page_url.clone());
     let issuer = page::issuer::Client::new(&gateway.config, bound);
-    if let Some(issuer) = &issuer {
+    if let (Some(issuer), Some(oauth)) = (&issuer, &gateway.oauth) {
+        page::issuer::discover_early(oauth.clone());
         let redirect_uri = mcp_hints_core::escape::one_line(issuer.redirect_uri()).into_owned();
         tracing::info!(
             redirect_uri = %redirect_uri,

@@ -60,6 +60,8 @@ pub(crate) struct ResourceServer {
     /// Held while the keys are fetched, so that requests waiting for the
     /// same refresh make one fetch.
     refresh: tokio::sync::Mutex<Refresh>,
+    /// The issuer's metadata, once read (set under `refresh`).
+    issuer_metadata: std::sync::OnceLock<Arc<IssuerMetadata>>,
 }
 
 /// The issuer's keys as last fetched.
@@ -82,8 +84,6 @@ struct Key {
 /// What the refresh remembers between fetches.
 #[derive(Default)]
 struct Refresh {
-    /// The issuer's metadata, once read.
-    metadata: Option<Arc<IssuerMetadata>>,
     /// When keys were last asked for, whether or not that worked.
     attempted: Option<Instant>,
 }
@@ -153,6 +153,7 @@ impl ResourceServer {
             http,
             keys: RwLock::default(),
             refresh: tokio::sync::Mutex::default(),
+            issuer_metadata: std::sync::OnceLock::new(),
         }))
     }
 
@@ -436,13 +437,18 @@ impl ResourceServer {
         self.metadata_in(&mut refresh).await
     }
 
-    async fn metadata_in(&self, refresh: &mut Refresh) -> Result<Arc<IssuerMetadata>, String> {
-        if let Some(metadata) = &refresh.metadata {
+    /// The issuer's metadata if it was read already, without waiting.
+    pub(crate) fn known_issuer_metadata(&self) -> Option<Arc<IssuerMetadata>> {
+        self.issuer_metadata.get().cloned()
+    }
+
+    // `_refresh` is held: one discovery at a time.
+    async fn metadata_in(&self, _refresh: &mut Refresh) -> Result<Arc<IssuerMetadata>, String> {
+        if let Some(metadata) = self.issuer_metadata.get() {
             return Ok(metadata.clone());
         }
         let metadata = Arc::new(self.discover().await?);
-        refresh.metadata = Some(metadata.clone());
-        Ok(metadata)
+        Ok(self.issuer_metadata.get_or_init(|| metadata).clone())
     }
 
     /// The issuer's metadata, from the first of its metadata URLs that

@@ -329,7 +329,7 @@ async fn approvals(State(state): State<AdminState>, headers: HeaderMap) -> Respo
         },
     };
     let form = render::sign_in(&session.csrf, None, page.issuer.is_some());
-    html(StatusCode::OK, form, cookie)
+    issuer::allowing_issuer(html(StatusCode::OK, form, cookie), &state)
 }
 
 /// The parked calls, or why they cannot be read (on one line).
@@ -357,7 +357,7 @@ async fn sign_in(
     }
     let refused = |status: StatusCode, why: &str| {
         let form = render::sign_in(&session.csrf, Some(why), page.issuer.is_some());
-        html(status, form, None)
+        issuer::allowing_issuer(html(status, form, None), &state)
     };
     let admin = state.gateway.config.admin.as_ref();
     let token = field(&body, "token").unwrap_or_default();

@@ -90,6 +90,66 @@ impl Client {
     }
 }
 
+/// The origins a sign-in form may be sent on to besides the page's own:
+/// the issuer's, and its authorization endpoint's when its metadata was
+/// read already (they differ at few issuers). A browser holds a form's
+/// redirects to the page's `form-action`, so the `303` to the issuer
+/// needs its origin there.
+fn form_targets(oauth: &ResourceServer) -> Vec<String> {
+    let mut origins = Vec::new();
+    let known = oauth
+        .known_issuer_metadata()
+        .and_then(|metadata| metadata.authorization_endpoint.clone().ok());
+    for url in [Some(oauth.config().issuer.clone()), known]
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(parsed) = reqwest::Url::parse(&url) {
+            let origin = parsed.origin().ascii_serialization();
+            if !origins.contains(&origin) {
+                origins.push(origin);
+            }
+        }
+    }
+    origins
+}
+
+/// `response` (a page with the sign-in form) with its
+/// `Content-Security-Policy`'s `form-action` widened to
+/// [`form_targets`], when the page signs in through an issuer.
+pub(super) fn allowing_issuer(mut response: Response, state: &AdminState) -> Response {
+    let Some((_, oauth)) = configured(state) else {
+        return response;
+    };
+    let targets = form_targets(oauth).join(" ");
+    let policy = super::CONTENT_SECURITY_POLICY.replace(
+        "form-action 'self'",
+        &format!("form-action 'self' {targets}"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&policy) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    response
+}
+
+/// Reads the issuer's metadata in the background, so that the sign-in
+/// form allows its authorization endpoint from the first (and a
+/// metadata that cannot be read is said at start); a failure is said as
+/// an event, and read again when an approver presses the button.
+pub(crate) fn discover_early(oauth: std::sync::Arc<ResourceServer>) {
+    tokio::spawn(async move {
+        if let Err(why) = oauth.issuer_metadata().await {
+            let why = escape::one_line(&why).into_owned();
+            tracing::warn!(
+                error = %why,
+                "the approvals page cannot read the identity provider's metadata yet: {why}"
+            );
+        }
+    });
+}
+
 /// The PKCE `code_challenge` of `verifier` (RFC 7636 §4.2, `S256`):
 /// base64url, without padding, of its SHA-256.
 fn challenge(verifier: &str) -> String {
@@ -190,11 +250,12 @@ pub(super) async fn start(
     }
     let refused = |status: StatusCode, why: String| {
         log_refused(&why);
-        html(
+        let form = html(
             status,
             render::sign_in(&session.csrf, Some(&why), true),
             None,
-        )
+        );
+        allowing_issuer(form, &state)
     };
     let endpoint = match oauth.issuer_metadata().await {
         Ok(metadata) => metadata.authorization_endpoint.clone(),
@@ -303,6 +364,7 @@ pub(super) async fn callback(
             render::sign_in(&fresh.csrf, Some(why), true),
             None,
         );
+        let response = allowing_issuer(response, &state);
         return with_cookies(response, &[page.set_cookie(Some(&fresh.id)), removed]);
     };
     if session.approver.is_some() {
@@ -342,7 +404,7 @@ pub(super) async fn callback(
                 render::sign_in(&session.csrf, Some(&why), true),
                 None,
             );
-            with_cookies(response, &[removed])
+            with_cookies(allowing_issuer(response, &state), &[removed])
         }
     }
 }
