@@ -458,6 +458,7 @@ async fn signed_in(
     let issuer = &oauth.config().issuer;
     match &answer.iss {
         Some(iss) if iss != issuer => {
+            let iss = escape::shown(iss);
             return refused(
                 StatusCode::BAD_REQUEST,
                 format!(
@@ -477,10 +478,12 @@ async fn signed_in(
         _ => {}
     }
     if let Some(error) = &answer.error {
+        // The issuer's words, cut and with control characters escaped.
+        let error = escape::shown(error);
         let described = answer
             .error_description
             .as_deref()
-            .map(|text| format!(" ({text})"))
+            .map(|text| format!(" ({})", escape::shown(text)))
             .unwrap_or_default();
         return refused(
             StatusCode::BAD_GATEWAY,
@@ -527,8 +530,9 @@ async fn signed_in(
         return refused(
             StatusCode::FORBIDDEN,
             format!(
-                "{name} signed in at your identity provider, but is not an approver: the token \
-                 it gave lacks the scope {scope}."
+                "{} signed in at your identity provider, but is not an approver: the token \
+                 it gave lacks the scope {scope}.",
+                escape::shown(&name)
             ),
         );
     }
@@ -597,10 +601,10 @@ async fn exchange(
         })?;
     if !status.is_success() {
         // RFC 6749 §5.2's error answer; its words are the issuer's.
-        let error = body["error"].as_str().unwrap_or("no error code");
+        let error = escape::shown(body["error"].as_str().unwrap_or("no error code"));
         let described = body["error_description"]
             .as_str()
-            .map(|text| format!(" ({text})"))
+            .map(|text| format!(" ({})", escape::shown(text)))
             .unwrap_or_default();
         return Err(Refused(
             StatusCode::BAD_GATEWAY,
