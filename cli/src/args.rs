@@ -177,6 +177,10 @@ pub struct CheckArgs {
 pub struct DecideArgs {
     /// The parked call's id, as `pending` and the gateway's stderr show it.
     pub id: String,
+    /// Who decides, as the audit log's `by` and the client's answer name
+    /// them [default: $USER, else `admin`].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
     /// Where the admin endpoint is.
     #[command(flatten)]
     pub endpoint: AdminArgs,

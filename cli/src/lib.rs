@@ -305,7 +305,10 @@ async fn audit(args: AuditArgs) -> Result<u8, String> {
     };
     let audit = Audit::new(&list, trust, drift);
     if args.json {
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let mut out = text::JsonForTerminal::new(std::io::BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout().lock(),
+        ));
         written(
             audit
                 .write_json(&origin, &mut out)
@@ -371,7 +374,7 @@ async fn lint(args: LintArgs) -> Result<u8, String> {
         {
             report.extend(fields);
         }
-        print(&format!("{report:#}\n"))?;
+        print(&text::json_for_terminal(&format!("{report:#}\n")))?;
     } else {
         print(&lint_text(&findings, list.tools.len(), args.deny))?;
     }

@@ -122,7 +122,7 @@ pub async fn run(args: VerifyArgs) -> Result<u8, String> {
         if let (Value::Object(out), Value::Object(fields)) = (&mut out, fields) {
             out.extend(fields);
         }
-        crate::print(&format!("{out:#}\n"))?;
+        crate::print(&crate::text::json_for_terminal(&format!("{out:#}\n")))?;
     } else {
         crate::print(&to_text(&origin, &args, &report, elapsed))?;
     }

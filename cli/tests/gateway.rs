@@ -1621,6 +1621,82 @@ timeout_secs = 1
     assert_eq!(executions(&dir), 0);
 }
 
+/// `approve --by NAME` names the approver: in the client's answer, in the
+/// audit log's `by`, and in `gateway log --columns ...,by`; a name a
+/// terminal would not show as itself is refused (400), the call still
+/// parked.
+#[test]
+fn approve_by_names_the_approver_in_the_answer_and_the_audit_log() {
+    let dir = scratch("approve-by");
+    let extra = r#"[[rule]]
+action = "require_approval"
+upstream = "fx"
+tool = "count"
+timeout_secs = 60
+"#;
+    let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], extra)));
+    let admin = gateway.admin.clone().expect("an admin endpoint");
+    let client = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
+        })
+    };
+    let id = pending_ids(&admin, 1).remove(0);
+    let approve = |by: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-hints"));
+        command
+            .args(["gateway", "approve", &id, "--by", by, "--admin", &admin])
+            .env("MCP_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let refused = approve("car\u{202e}ol");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("`by` is at most 64 characters"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let approved = approve("carol");
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    let session = client.join().unwrap();
+    assert_eq!(session["results"][0]["isError"], false, "{session}");
+    let log = gateway.log_with("finished", 1);
+    let decided: Vec<&Value> = log
+        .iter()
+        .filter(|entry| entry["decision"] == "approved" && entry["phase"] == "decided")
+        .collect();
+    assert_eq!(decided.len(), 1, "{log:?}");
+    assert_eq!(decided[0]["by"], "carol");
+    // Only the decision names who took it.
+    let named = log.iter().filter(|entry| entry.get("by").is_some());
+    assert_eq!(named.count(), 1, "{log:?}");
+    let (status, table, stderr) = gateway_command(
+        &[
+            "log".as_ref(),
+            "--log".as_ref(),
+            gateway.log.as_os_str(),
+            "--columns".as_ref(),
+            "tool,decision,phase,by".as_ref(),
+        ],
+        &[],
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(
+        table
+            .lines()
+            .any(|line| line.split_whitespace().collect::<Vec<_>>()
+                == ["count", "approved", "decided", "carol"]),
+        "{table}"
+    );
+}
+
 #[test]
 fn the_approve_command_the_gateway_prints_runs_as_printed() {
     let dir = scratch("approve-as-printed");

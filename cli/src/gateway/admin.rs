@@ -61,11 +61,12 @@ pub const ADMIN_URL_ENV: &str = "MCP_GATEWAY_ADMIN_URL";
 pub async fn run_decide(
     action: Decide,
     id: Option<&str>,
+    by: Option<&str>,
     endpoint: &crate::args::AdminArgs,
 ) -> Result<u8, String> {
     let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let (admin_url, token) = admin_endpoint(endpoint, &env)?;
-    let by = env("USER");
+    let by = by.map(str::to_owned).or_else(|| env("USER"));
     let out = decide(action, id, &admin_url, &token, by).await?;
     crate::print(&out).map(|()| 0)
 }

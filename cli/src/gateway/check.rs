@@ -84,7 +84,8 @@ pub async fn run(args: &CheckArgs) -> Result<u8, String> {
                 })
             })
             .collect();
-        let mut text = serde_json::to_string_pretty(&tools).map_err(|error| error.to_string())?;
+        let text = serde_json::to_string_pretty(&tools).map_err(|error| error.to_string())?;
+        let mut text = crate::text::json_for_terminal(&text).into_owned();
         text.push('\n');
         text
     } else {

@@ -73,7 +73,8 @@ pub struct LogArgs {
     pub json: bool,
     /// The table's columns, in this order, comma-separated: time, id,
     /// principal, upstream, tool, decision, phase, outcome, attempts,
-    /// hints, args, rule, replica; or `all` (all but replica). Default:
+    /// hints, args, rule, by, replica; or `all` (all but by and replica).
+    /// Default:
     /// all of them, or, on a terminal, the most that fit its width (id,
     /// args, hints, attempts and phase are left out first). With more
     /// than one `--log`, replica is always shown (after time, unless
@@ -120,11 +121,14 @@ pub enum Column {
     /// older than replica names); shown when asked for, and always when
     /// more than one log is read.
     Replica,
+    /// `BY`: who decided a parked call (`-` on other entries); shown when
+    /// asked for.
+    By,
 }
 
 impl Column {
     /// Every column of one log's table, in its order: what `all` names
-    /// (every column but [`Column::Replica`]).
+    /// (every column but [`Column::Replica`] and [`Column::By`]).
     pub const ALL: [Column; 12] = [
         Column::Time,
         Column::Id,
@@ -166,6 +170,7 @@ impl Column {
             Column::Args => "args",
             Column::Rule => "rule",
             Column::Replica => "replica",
+            Column::By => "by",
         }
     }
 
@@ -184,6 +189,7 @@ impl Column {
             Column::Hints => "HINTS",
             Column::Rule => "RULE",
             Column::Replica => "REPLICA",
+            Column::By => "BY",
         }
     }
 
@@ -208,6 +214,7 @@ impl Column {
             ),
             Column::Rule => Cell::plain(&optional(&entry.rule)),
             Column::Replica => Cell::plain(&optional(&entry.replica)),
+            Column::By => Cell::plain(&optional(&entry.by)),
         }
     }
 }
@@ -229,7 +236,7 @@ fn parse_column(text: &str) -> Result<Vec<Column>, String> {
     if text.trim() == "all" {
         return Ok(Column::ALL.to_vec());
     }
-    let every = Column::ALL.into_iter().chain([Column::Replica]);
+    let every = Column::ALL.into_iter().chain([Column::Replica, Column::By]);
     every
         .clone()
         .find(|column| column.name() == text.trim())
@@ -310,7 +317,8 @@ pub fn run_log(args: &LogArgs) -> Result<u8, String> {
     let out = if args.json {
         let mut out = String::new();
         for entry in &entries {
-            out.push_str(&serde_json::to_string(entry).map_err(|error| error.to_string())?);
+            let json = serde_json::to_string(entry).map_err(|error| error.to_string())?;
+            out.push_str(&crate::text::json_for_terminal(&json));
             out.push('\n');
         }
         out

@@ -51,13 +51,15 @@ pub async fn run(args: GatewayArgs) -> Result<u8, String> {
         }
         GatewayCommand::Log(args) => log::run_log(&args),
         GatewayCommand::Approve(args) => {
-            admin::run_decide(admin::Decide::Approve, Some(&args.id), &args.endpoint).await
+            let by = args.by.as_deref();
+            admin::run_decide(admin::Decide::Approve, Some(&args.id), by, &args.endpoint).await
         }
         GatewayCommand::Deny(args) => {
-            admin::run_decide(admin::Decide::Deny, Some(&args.id), &args.endpoint).await
+            let by = args.by.as_deref();
+            admin::run_decide(admin::Decide::Deny, Some(&args.id), by, &args.endpoint).await
         }
         GatewayCommand::Pending(args) => {
-            admin::run_decide(admin::Decide::Pending, None, &args.endpoint).await
+            admin::run_decide(admin::Decide::Pending, None, None, &args.endpoint).await
         }
     }
 }

@@ -44,7 +44,7 @@ impl FromRef<AdminState> for Arc<Gateway> {
 /// | route | token | answers |
 /// |---|---|---|
 /// | `GET /pending` | admin | 200 `{"pending": [PARKED, ...]}`; 503 `{"error": ...}` when the shared state cannot be read |
-/// | `POST /approve/{id}`, `POST /deny/{id}` | admin, or the page's session | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; with the token, the body is `{"by": NAME}` or empty (by `admin`); with the page's session cookie instead, the session's CSRF token is required (`X-CSRF-Token`, or a form's `csrf` field: 403 without it), the decision is by the signed-in approver, and a form is answered 303 back to the page |
+/// | `POST /approve/{id}`, `POST /deny/{id}` | admin, or the page's session | 200 `{"id", "decision"}`; 404 for no such parked call, 503 when the shared state cannot be reached; with the token, the body is `{"by": NAME}` (at most 64 characters, none of them control or bidirectional: else 400) or empty (by `admin`); with the page's session cookie instead, the session's CSRF token is required (`X-CSRF-Token`, or a form's `csrf` field: 403 without it), the decision is by the signed-in approver, and a form is answered 303 back to the page |
 /// | `GET /`, `GET /approvals`, `POST /sign-in`, `POST /sign-in/issuer`, `GET /sign-in/callback`, `POST /sign-out`, `GET /events`, `GET /page/*` | the page's session | the approvals page: sign in with the admin token (or through the `[auth]` issuer, with `[approval] approver_scope`), see parked calls as they come (server-sent events), approve or deny them; see below |
 /// | `GET /metrics` | admin | 200, the metrics in Prometheus' text format (0.0.4), as the crate documentation's "Metrics" lists them; 404 unless the gateway was started with [`GatewayBuilder::metrics`](super::GatewayBuilder::metrics) |
 /// | `GET /healthz` | none | 200 `ok` while the process serves (liveness) |
@@ -331,6 +331,15 @@ async fn admin_decide(
         }
     };
     let by = request.by.unwrap_or_else(|| "admin".to_owned());
+    if !super::page::is_approver_name(&by) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({
+                "error": "`by` is at most 64 characters, without control or bidirectional \
+                          characters: it is the approver's name in the audit log"
+            }),
+        );
+    }
     decide(gateway, id, &by, approve).await
 }
 

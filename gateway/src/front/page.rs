@@ -90,6 +90,14 @@ const CSRF_HEADER: &str = "x-csrf-token";
 /// characters.
 const MAX_NAME_CHARS: usize = 64;
 
+/// Whether `name` may stand as an approver's name in the audit log and in
+/// the answers that name who decided: at most [`MAX_NAME_CHARS`]
+/// characters, none that a terminal or a page would not show as itself
+/// (controls, bidirectional overrides: `mcp_hints_core::escape::escaped`).
+pub(super) fn is_approver_name(name: &str) -> bool {
+    name.chars().count() <= MAX_NAME_CHARS && !name.chars().any(mcp_hints_core::escape::escaped)
+}
+
 /// The approvals page of one admin endpoint: its sessions, how its
 /// cookie is set, and its client of the issuer when approvers may sign in
 /// there.
@@ -369,10 +377,10 @@ async fn sign_in(
         "" => "admin",
         name => name,
     };
-    if name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+    if !is_approver_name(name) {
         return refused(
             StatusCode::BAD_REQUEST,
-            "A name is at most 64 characters, without control characters.",
+            "A name is at most 64 characters, without control or bidirectional characters.",
         );
     }
     let approver = Approver {

@@ -37,9 +37,15 @@ pub(super) fn document(title: &str, csrf: &str, body: &str) -> String {
     page
 }
 
-/// `text` with `&`, `<`, `>`, `"`, `'` and carriage returns as character
-/// references: safe as element text, as a quoted attribute's value, and
-/// in a server-sent event's data.
+/// `text` with `&`, `<`, `>`, `"` and `'` as character references, safe
+/// as element text and as a quoted attribute's value; and every character
+/// a page would not show as itself (controls but newline and tab,
+/// bidirectional overrides, invisible characters:
+/// `mcp_hints_core::escape::escaped`) written as `\u{HEX}`, as the
+/// gateway's terminal output writes them, so that the text an approver
+/// reads is the text the call carries (a right-to-left override cannot
+/// show `evil` as `live`), and a server-sent event's data holds no
+/// carriage return.
 pub(super) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
@@ -49,12 +55,38 @@ pub(super) fn escape(text: &str) -> String {
             '>' => escaped.push_str("&gt;"),
             '"' => escaped.push_str("&quot;"),
             '\'' => escaped.push_str("&#39;"),
-            // A server-sent event's data may not hold a carriage return.
-            '\r' => escaped.push_str("&#13;"),
+            // The pretty-printed arguments' own lines and indents.
+            '\n' | '\t' => escaped.push(c),
+            c if mcp_hints_core::escape::escaped(c) => {
+                let _ = write!(escaped, "\\u{{{:x}}}", u32::from(c));
+            }
             c => escaped.push(c),
         }
     }
     escaped
+}
+
+/// The most bytes of a parked call's pretty-printed arguments the page
+/// shows: 64 KiB. Past it the rest is left out and its length said, so
+/// that one call with megabytes of arguments does not make every update
+/// of the page (each sends the whole list) megabytes long.
+const MAX_SHOWN_ARGUMENTS: usize = 64 * 1024;
+
+/// `arguments` cut to [`MAX_SHOWN_ARGUMENTS`] bytes at a character's
+/// boundary, saying how many bytes were left out.
+fn shown_arguments(arguments: &str) -> std::borrow::Cow<'_, str> {
+    if arguments.len() <= MAX_SHOWN_ARGUMENTS {
+        return std::borrow::Cow::Borrowed(arguments);
+    }
+    let mut end = MAX_SHOWN_ARGUMENTS;
+    while !arguments.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}\n… {} more bytes not shown",
+        &arguments[..end],
+        arguments.len() - end
+    ))
 }
 
 /// `text` as one URL path segment: every byte outside the unreserved set
@@ -221,7 +253,7 @@ fn card(call: &Parked, csrf: &str, now: SystemTime) -> String {
         parked = escape(&rfc3339::format(call.parked_at)),
         hints = hints(&call.hints),
         drift = call.drift.as_ref().map(drift).unwrap_or_default(),
-        arguments = escape(&arguments),
+        arguments = escape(&shown_arguments(&arguments)),
         approve = action("approve", "Approve"),
         deny = action("deny", "Deny"),
     );
@@ -401,6 +433,31 @@ mod tests {
         assert_eq!(html.matches("name=\"csrf\" value=\"tok\"").count(), 2);
         assert!(html.contains("action=\"/approve/c-1\""), "{html}");
         assert!(html.contains("data-count=\"1\""), "{html}");
+    }
+
+    #[test]
+    fn text_a_page_would_not_show_as_itself_is_written_out_and_long_arguments_are_cut() {
+        // A right-to-left override would show `evil` as `live`; a C1
+        // control and a carriage return show as nothing.
+        let call = parked(json!({"text": "via \u{202e}evil", "c1": "a\u{9b}b", "cr": "x\ry"}));
+        let html = calls(&Ok(vec![call]), "tok", UNIX_EPOCH);
+        assert!(html.contains("via \\u{202e}evil"), "{html}");
+        assert!(html.contains("a\\u{9b}b"), "{html}");
+        assert!(
+            !html.contains('\u{202e}') && !html.contains('\u{9b}'),
+            "{html}"
+        );
+        // serde_json writes a carriage return in a string as `\r` itself.
+        assert!(!html.contains('\r'), "{html}");
+        assert_eq!(escape("a\rb\tc\nd"), "a\\u{d}b\tc\nd");
+
+        let long = "é".repeat(40_000);
+        let call = parked(json!({ "text": long }));
+        let html = calls(&Ok(vec![call]), "tok", UNIX_EPOCH);
+        assert!(html.len() < MAX_SHOWN_ARGUMENTS + 8_192, "{}", html.len());
+        assert!(html.contains(" more bytes not shown"), "a cut says so");
+        let short = shown_arguments("{}");
+        assert_eq!(short, "{}");
     }
 
     #[test]
