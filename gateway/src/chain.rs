@@ -17,7 +17,11 @@
 //! of the chain: it is a prefix of a JSON object, which the writer ends
 //! with a newline when it reopens the log and then chains on from the
 //! last whole line, and which [`verify`] reports as torn, not as
-//! tampering.
+//! tampering. The line the writer chains on with names the torn line's
+//! SHA-256 (`{"seq":N,"prev":"HEX","torn":"HEX",...`), so that a torn line
+//! is only ever the log's last line (a crash not yet followed by a
+//! start) or one a restart acknowledged: a fragment put anywhere else by
+//! hand, or an acknowledged one taken out, is tampering.
 //!
 //! # Checkpoints
 //!
@@ -101,6 +105,9 @@ pub(crate) struct Head {
     /// Whether the last line is a checkpoint (so stopping again, with
     /// nothing written since, needs none).
     pub(crate) at_checkpoint: bool,
+    /// The hash of a line a crash cut short after the head, which the
+    /// next link acknowledges (`"torn"`).
+    pub(crate) torn: Option<String>,
 }
 
 impl Head {
@@ -110,6 +117,7 @@ impl Head {
             seq: 0,
             hash: GENESIS.to_owned(),
             at_checkpoint: false,
+            torn: None,
         }
     }
 
@@ -123,6 +131,11 @@ impl Head {
         line.extend_from_slice(b",\"prev\":\"");
         line.extend_from_slice(self.hash.as_bytes());
         line.push(b'"');
+        if let Some(torn) = &self.torn {
+            line.extend_from_slice(b",\"torn\":\"");
+            line.extend_from_slice(torn.as_bytes());
+            line.push(b'"');
+        }
         if rest != b"}" {
             line.push(b',');
         }
@@ -137,6 +150,7 @@ impl Head {
             seq: self.seq + 1,
             hash: line_hash(line.strip_suffix(b"\n").unwrap_or(line)),
             at_checkpoint: checkpoint,
+            torn: None,
         }
     }
 }
@@ -439,6 +453,32 @@ pub(crate) fn resume(log: &Path) -> std::io::Result<Head> {
     Ok(Head::genesis())
 }
 
+/// The bytes after the last newline of the file at `path` (a line a crash
+/// cut short), read from the end; `None` when it ends with a newline or
+/// is empty.
+pub(crate) fn torn_tail(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    const BLOCK: u64 = 64 * 1024;
+    let mut file = File::open(path)?;
+    let mut start = file.metadata()?.len();
+    let mut tail: Vec<u8> = Vec::new();
+    while start > 0 {
+        let read_from = start.saturating_sub(BLOCK);
+        let mut block = vec![0u8; usize::try_from(start - read_from).unwrap_or(0)];
+        file.seek(SeekFrom::Start(read_from))?;
+        file.read_exact(&mut block)?;
+        if let Some(at) = block.iter().rposition(|&b| b == b'\n') {
+            block.drain(..=at);
+            block.extend_from_slice(&tail);
+            tail = block;
+            break;
+        }
+        block.extend_from_slice(&tail);
+        tail = block;
+        start = read_from;
+    }
+    Ok((!tail.is_empty()).then_some(tail))
+}
+
 /// The head after the last whole line of `file` that is a JSON object.
 fn last_object(mut file: File) -> std::io::Result<Option<Head>> {
     const BLOCK: u64 = 64 * 1024;
@@ -481,6 +521,7 @@ fn last_object(mut file: File) -> std::io::Result<Option<Head>> {
                     seq,
                     hash: line_hash(line),
                     at_checkpoint: object.contains_key("checkpoint"),
+                    torn: None,
                 }));
             }
         }
@@ -626,6 +667,11 @@ pub enum Tampering {
         /// The name it had.
         file: PathBuf,
     },
+    /// The log itself is gone, and its rotated files are there.
+    LogMissing {
+        /// The log's path.
+        file: PathBuf,
+    },
     /// A checkpoint's signature does not hold.
     BadSignature {
         /// The checkpoint.
@@ -654,6 +700,21 @@ pub enum Tampering {
         at: At,
         /// Its `seq`.
         seq: u64,
+    },
+    /// A line cut short, as by a crash, that no line after it
+    /// acknowledges: the writer names the torn line it ended in the line
+    /// it chains on with, so a torn line is only ever the log's last
+    /// line, or acknowledged; this one was put in by hand (or the line
+    /// that acknowledged it was edited).
+    UnacknowledgedTorn {
+        /// The torn line.
+        at: At,
+    },
+    /// The line at `at` acknowledges a torn line before it (`"torn"`),
+    /// and there is none where it was: it was removed.
+    TornRemoved {
+        /// The line that acknowledges it.
+        at: At,
     },
     /// The copy of the last checkpoint is not a checkpoint.
     BadCopy {
@@ -748,6 +809,11 @@ impl std::fmt::Display for Tampering {
             Tampering::MissingFile { file } => {
                 write!(f, "{}: this rotated file is missing", path(file))
             }
+            Tampering::LogMissing { file } => write!(
+                f,
+                "{}: the log is missing, and its rotated files are there: it was removed",
+                path(file)
+            ),
             Tampering::BadSignature { at, seq, why } => {
                 write!(
                     f,
@@ -772,6 +838,17 @@ impl std::fmt::Display for Tampering {
             Tampering::BadCopy { copy, why } => {
                 write!(f, "{}: not a checkpoint: {}", path(copy), shown(why))
             }
+            Tampering::UnacknowledgedTorn { at } => write!(
+                f,
+                "{at}: a line cut short that no line after it acknowledges: a gateway that \
+                 starts again after a crash names the torn line it ended in its next line, so \
+                 this was put in the log by hand"
+            ),
+            Tampering::TornRemoved { at } => write!(
+                f,
+                "{at}: this line acknowledges a line cut short by a crash before it, and there \
+                 is none: that line was removed"
+            ),
         }
     }
 }
@@ -880,24 +957,32 @@ struct Link {
     seq: u64,
     prev: String,
     hash: String,
+    /// The hash of the torn line before it that it acknowledges
+    /// (`"torn"`: the writer ended that line when it started again).
+    torn: Option<String>,
     /// For a checkpoint line: the checkpoint, or why its fields are not
     /// one's.
     checkpoint: Option<Result<Checkpoint, String>>,
 }
 
 /// The next line of the chain from `lines`, or the next line that is not
-/// one; lines a crash cut short are passed over, each added to `torn`.
+/// one; lines a crash cut short are passed over, each added to `torn`
+/// with its hash.
 fn next_link(
     lines: &mut Lines,
-    torn: &mut Vec<At>,
+    torn: &mut Vec<(At, String)>,
 ) -> std::io::Result<Option<Result<Link, RawLine>>> {
     while let Some(read) = lines.next()? {
         match classify(&read.bytes) {
-            Line::Torn => torn.push(read.at),
+            Line::Torn => torn.push((read.at, line_hash(&read.bytes))),
             Line::Object(object) => {
                 let seq = object.get("seq").and_then(Value::as_u64);
                 let prev = object
                     .get("prev")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let acknowledged = object
+                    .get("torn")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 let checkpoint = object.contains_key("checkpoint").then(|| {
@@ -910,6 +995,7 @@ fn next_link(
                         at: read.at,
                         seq,
                         prev,
+                        torn: acknowledged,
                         checkpoint,
                     }),
                     _ => Err(read),
@@ -963,6 +1049,13 @@ pub fn verify(
     report.files = rotated.into_iter().map(|(_, path)| path).collect();
     report.files.push(log.to_owned());
     let io = |error: std::io::Error| error.to_string();
+    if !log.exists() && report.files.len() > 1 {
+        // Its rotated files are there: the log was, and is gone.
+        report.tampering = Some(Tampering::LogMissing {
+            file: log.to_owned(),
+        });
+        return Ok(report);
+    }
     if !log.exists() {
         return Err(format!(
             "audit log {}: cannot read it: it does not exist",
@@ -976,10 +1069,41 @@ pub fn verify(
     let mut before_last: Option<String> = None;
     let mut expected_prev = GENESIS.to_owned();
     let mut started = false;
+    // Every torn line passed, with its hash, and how many of them the
+    // lines read so far account for.
+    let mut torn: Vec<(At, String)> = Vec::new();
+    let mut accounted = 0;
     loop {
-        let link = match next_link(&mut lines, &mut report.torn).map_err(io)? {
-            None => break,
-            Some(Ok(link)) => link,
+        let link = match next_link(&mut lines, &mut torn).map_err(io)? {
+            None => {
+                // A crash cut the last line short, and nothing started
+                // since: one torn line may end the log unacknowledged.
+                if torn.len() > accounted + 1 {
+                    report.tampering = Some(Tampering::UnacknowledgedTorn {
+                        at: torn[accounted].0.clone(),
+                    });
+                }
+                break;
+            }
+            Some(Ok(link)) => {
+                // The torn lines since the last link: none, or the one
+                // this link acknowledges.
+                let passed = &torn[accounted..];
+                accounted = torn.len();
+                match (passed, &link.torn) {
+                    ([], None) => {}
+                    ([(_, hash)], Some(acknowledged)) if hash == acknowledged => {}
+                    ([], Some(_)) => {
+                        report.tampering = Some(Tampering::TornRemoved { at: link.at });
+                        break;
+                    }
+                    ([(at, _), ..], _) => {
+                        report.tampering = Some(Tampering::UnacknowledgedTorn { at: at.clone() });
+                        break;
+                    }
+                }
+                link
+            }
             Some(Err(read)) => {
                 if !started
                     && read.at.file == report.files[0]
@@ -1070,6 +1194,7 @@ pub fn verify(
         expected_prev = link.hash.clone();
         last = Some(link);
     }
+    report.torn = torn.into_iter().map(|(at, _)| at).collect();
     // A line is vouched for by the line after it: an edited or inserted
     // line was read (and counted) before the break showed.
     report.holds_to = match &report.tampering {
@@ -1194,6 +1319,7 @@ fn explain(
                 seq: candidate.seq,
                 prev: candidate.prev.clone(),
                 hash: candidate.hash.clone(),
+                torn: None,
                 checkpoint: None,
             });
         }
@@ -1564,6 +1690,7 @@ mod tests {
             seq: 3,
             hash: line_hash(lines[2].as_bytes()),
             at_checkpoint: false,
+            torn: None,
         };
         let line = String::from_utf8(head.link(&body)).unwrap();
         lines.insert(3, line.trim_end().to_owned());
@@ -1597,6 +1724,7 @@ mod tests {
             seq: 4,
             hash: line_hash(text.lines().last().unwrap().as_bytes()),
             at_checkpoint: false,
+            torn: None,
         };
         let fifth = head.link(&serde_json::to_vec(&entry(4)).unwrap());
         text.push_str(std::str::from_utf8(&fifth[..fifth.len() / 2]).unwrap());
@@ -1617,10 +1745,38 @@ mod tests {
             "{}",
             lines[5]
         );
+        // The line it chains on with names the torn line it ended.
+        assert!(
+            lines[5].contains(&format!("\"torn\":\"{}\"", line_hash(lines[4].as_bytes()))),
+            "{}",
+            lines[5]
+        );
         let report = verify(&path, None).unwrap();
         assert_eq!(report.tampering, None);
         assert_eq!(report.torn, [at(&path, 5)]);
         assert_eq!((report.entries, report.checkpoints), (6, 1));
+        // A fragment put in by hand, as a torn line would look, is not
+        // acknowledged by the line after it.
+        let mut forged = lines.clone();
+        forged.insert(2, lines[4].clone());
+        put(&path, &forged);
+        assert_eq!(
+            tampering(&path),
+            Tampering::UnacknowledgedTorn { at: at(&path, 3) }
+        );
+        // The acknowledged torn line taken out.
+        let mut removed = lines.clone();
+        removed.remove(4);
+        put(&path, &removed);
+        assert_eq!(
+            tampering(&path),
+            Tampering::TornRemoved { at: at(&path, 5) }
+        );
+        assert!(
+            tampering(&path)
+                .to_string()
+                .ends_with("acknowledges a line cut short by a crash before it, and there is none: that line was removed")
+        );
         // Text that is no prefix of an entry is not a torn line.
         let mut lines = lines;
         lines.insert(2, "hello".to_owned());
@@ -1649,6 +1805,7 @@ mod tests {
             seq: 3,
             hash: line_hash(third.as_bytes()),
             at_checkpoint: false,
+            torn: None,
         };
         let mut torn = entry(3);
         torn.arguments = Some(json!({ "text": "y".repeat(200_000) }));
@@ -1732,6 +1889,14 @@ mod tests {
             tampering(&path)
         );
         std::fs::rename(&kept, &rotated[2].1).unwrap();
+        // The current log removed, its rotated files left: tampering, not a
+        // file that cannot be read.
+        std::fs::rename(&path, &kept).unwrap();
+        assert_eq!(
+            tampering(&path),
+            Tampering::LogMissing { file: path.clone() }
+        );
+        std::fs::rename(&kept, &path).unwrap();
         // The oldest removed: the chain starts late.
         std::fs::remove_file(&rotated[0].1).unwrap();
         assert_eq!(

@@ -563,15 +563,23 @@ impl AuditLog {
         let opened = file
             .metadata()
             .map_err(|source| error("read its length", source))?;
+        let mut torn = None;
         if ends_torn(path, opened.len()).map_err(|source| error("read its last byte", source))? {
             // A crash cut the last line short: end it, so that the next
             // entry starts a line of its own (the torn one stays, to be
-            // seen, and `gateway log` skips it saying so).
+            // seen, and `gateway log` skips it saying so), and name it in
+            // that entry, so that `--verify` tells it from a fragment put
+            // in by hand.
+            torn = chain::torn_tail(path)
+                .map_err(|source| error("read its last line", source))?
+                .map(|bytes| chain::line_hash(&bytes));
             (&file)
                 .write_all(b"\n")
                 .map_err(|source| error("end its last line", source))?;
         }
-        let head = chain::resume(path).map_err(|source| error("read its last lines", source))?;
+        let mut head =
+            chain::resume(path).map_err(|source| error("read its last lines", source))?;
+        head.torn = torn;
         chain::check_resume(path, &head)
             .map_err(|why| error("go on with its chain", std::io::Error::other(why)))?;
         let next_rotation = chain::rotated(path)
