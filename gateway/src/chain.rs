@@ -1022,7 +1022,8 @@ fn next_link(
 /// # Errors
 ///
 /// A sentence naming the file for a log that cannot be read (the current
-/// one missing included).
+/// one missing while no rotated file is there; with them, that is
+/// [`Tampering::LogMissing`]).
 pub fn verify(
     log: &Path,
     public_key: Option<&ed25519_dalek::VerifyingKey>,
