@@ -1064,6 +1064,21 @@ pub fn verify(
         ));
     }
     let copy = read_copy(log);
+    // A signed copy whose signature fails against the key it names was
+    // edited itself: said so, rather than as a log that does not reach it
+    // (whether that key is the right one is the log's checkpoints' to
+    // show).
+    if let Some(Ok((_, line))) = &copy
+        && let Ok(checkpoint) = serde_json::from_slice::<Checkpoint>(line)
+        && checkpoint.signature.is_some()
+        && let Err(why) = check_checkpoint(&checkpoint, None, &mut Report::default())
+    {
+        report.tampering = Some(Tampering::BadCopy {
+            copy: checkpoint_path(log),
+            why: format!("its signature does not hold ({why}): the copy was edited"),
+        });
+        return Ok(report);
+    }
     let mut lines = Lines::new(&report.files);
     // The two lines before the one read: the last's hash, and where.
     let mut last: Option<Link> = None;
@@ -1940,6 +1955,19 @@ mod tests {
         };
         assert_eq!((found, seq), (at(&path, 4), 4));
         assert!(why.contains(&key(1).public_hex()), "{why}");
+        // The copy edited (its entry moved on, so the log would look cut
+        // short): the copy's own signature shows it.
+        let copy = checkpoint_path(&path);
+        let kept = std::fs::read_to_string(&copy).unwrap();
+        std::fs::write(&copy, kept.replacen("\"seq\":8", "\"seq\":9", 1)).unwrap();
+        let Some(Tampering::BadCopy { copy: named, why }) =
+            verify(&path, Some(&a)).unwrap().tampering
+        else {
+            panic!("an edited copy passed");
+        };
+        assert_eq!(named, copy);
+        assert!(why.ends_with("the copy was edited"), "{why}");
+        std::fs::write(&copy, kept).unwrap();
         // A checkpoint whose fields were edited fails with its own key.
         let mut lines = lines(&path);
         lines[7] = lines[7].replace("\"periodic\"", "\"shutdown\"");
