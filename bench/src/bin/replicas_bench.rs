@@ -33,7 +33,9 @@
 //!   they do not come in waves), the rate-limited tool: passed or refused
 //!   by the limit;
 //! - keyed writes are paced at `--writes-per-second` across all clients
-//!   (so that `list_notes` answers stay small): `add_note` with a fresh
+//!   (so that `list_notes` answers stay small: each note added stays in
+//!   every later answer, and at 10 a second a 60-second run ends with
+//!   answers of 600 notes, which then cost more than the gateway): `add_note` with a fresh
 //!   `request_id`, and every other one sent again, with the same
 //!   arguments, through the next client's session, which is on another
 //!   replica when there is one (the resend a client makes after a
@@ -43,7 +45,9 @@
 //! After each configuration's load the bench checks, and a run that fails
 //! a check exits 1 with what failed, after the table:
 //!
-//! - no lost audit entry: every call a client made (load, readiness checks
+//! - every replica's audit log is an intact hash chain
+//!   (`mcp_hints_gateway::chain::verify`), and no audit entry is lost:
+//!   every call a client made (load, readiness checks
 //!   and the read-back below) has a `decided` and a `finished` entry with
 //!   one `id` across the merged logs of the replicas, matched by tool and
 //!   `arguments_sha256`; no entry is left without its pair, none is there
@@ -72,7 +76,7 @@
 //! `--bin-dir`; `redis-server` on the `PATH`):
 //!
 //! ```sh
-//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin replicas_bench -- [--clients N (200)] [--seconds N (60)] [--quick] [--writes-per-second N (10)] [--log-dir DIR (/dev/shm)] [--bin-dir DIR]
+//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin replicas_bench -- [--clients N (200)] [--seconds N (60)] [--quick] [--writes-per-second N (2)] [--log-dir DIR (/dev/shm)] [--bin-dir DIR]
 //! ```
 //!
 //! `--quick` is a smoke run for CI: [`QUICK_SECONDS`] s and
@@ -135,7 +139,7 @@ struct Options {
     #[arg(long)]
     quick: bool,
     /// Keyed writes (`add_note`) per second, across all clients.
-    #[arg(long, default_value_t = 10, value_parser = peers::at_least_one)]
+    #[arg(long, default_value_t = 2, value_parser = peers::at_least_one)]
     writes_per_second: usize,
     /// Where the replicas' audit logs go.
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
@@ -864,6 +868,16 @@ fn audit_problems(logs: &[PathBuf], tally: &Tally) -> Result<(), Vec<String>> {
     let mut by_id: BTreeMap<String, Logged> = BTreeMap::new();
     let (mut degraded, mut rate_limited) = (0_usize, 0_usize);
     for log in logs {
+        // The log is a hash chain: it must hold from its first line, and
+        // its checkpoints record no call.
+        match mcp_hints_gateway::chain::verify(log, None) {
+            Ok(report) => {
+                if let Some(tampering) = report.tampering {
+                    problems.push(format!("{}: the chain breaks: {tampering}", log.display()));
+                }
+            }
+            Err(error) => problems.push(error),
+        }
         let text = std::fs::read_to_string(log)
             .map_err(|error| vec![format!("{}: {error}", log.display())])?;
         for (number, line) in text.lines().enumerate() {
@@ -876,6 +890,9 @@ fn audit_problems(logs: &[PathBuf], tally: &Tally) -> Result<(), Vec<String>> {
                 ));
                 continue;
             };
+            if entry.get("checkpoint").is_some() {
+                continue;
+            }
             let id = entry["id"].as_str().unwrap_or_default().to_owned();
             let logged = by_id.entry(id).or_default();
             match entry["phase"].as_str() {
