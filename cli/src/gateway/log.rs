@@ -1046,7 +1046,7 @@ mod tests {
         assert!(
             error.contains(
                 "give time, id, principal, upstream, tool, decision, phase, outcome, \
-                 attempts, hints, args, rule, replica or all"
+                 attempts, hints, args, rule, replica, by or all"
             ),
             "{error}"
         );
