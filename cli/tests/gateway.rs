@@ -12,13 +12,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use peers::{NPM_SERVERS, installed};
 use serde_json::{Value, json};
-use support::{KeptAlive, SETTLE, notes_server, wait_for};
+use support::{KeptAlive, SETTLE, ServedGateway, notes_server, wait_for};
 
 /// alice's bearer token (a macro, so that [`PREAMBLE`] can hold it).
 macro_rules! alice_token {
@@ -89,14 +88,26 @@ fn python(url: &str, token: &str, mode: &str, ops: &Value, context: &str) -> Val
         .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stdout)))
 }
 
-/// A running gateway: its process, its URL, and every line of its stderr.
+/// A running gateway: its process, its URL, and every line of its stderr
+/// ([`ServedGateway`]), and where its audit log is.
 struct Gateway {
-    child: Child,
-    url: String,
-    admin: Option<String>,
-    stderr: Arc<Mutex<Vec<String>>>,
+    served: ServedGateway,
     dir: PathBuf,
     log: PathBuf,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = ServedGateway;
+
+    fn deref(&self) -> &ServedGateway {
+        &self.served
+    }
+}
+
+impl std::ops::DerefMut for Gateway {
+    fn deref_mut(&mut self) -> &mut ServedGateway {
+        &mut self.served
+    }
 }
 
 impl Gateway {
@@ -112,61 +123,11 @@ impl Gateway {
     /// audit log at `log`; waits (90 s at most) until it says where it
     /// serves.
     fn serve(path: &Path, log: &Path, env: &[(&str, &str)]) -> Gateway {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-            .args(["gateway", "serve", "--config"])
-            .arg(path)
-            .envs(env.iter().copied())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mcp-hints runs");
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (sender, receiver) = mpsc::channel();
-        {
-            let lines = lines.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { return };
-                    if let Some(url) =
-                        line.strip_prefix("gateway: serving MCP over streamable HTTP at ")
-                    {
-                        let _ = sender.send(("mcp", url.to_owned()));
-                    }
-                    if let Some(url) = line.strip_prefix("gateway: admin endpoint at ") {
-                        let _ = sender.send(("admin", url.to_owned()));
-                    }
-                    lines.lock().unwrap().push(line);
-                }
-            });
-        }
-        let mut gateway = Gateway {
-            child,
-            url: String::new(),
-            admin: None,
-            stderr: lines,
+        Gateway {
+            served: ServedGateway::serve(path, env),
             dir: log.parent().unwrap().to_owned(),
             log: log.to_owned(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while gateway.url.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match receiver.recv_timeout(left) {
-                Ok(("mcp", url)) => gateway.url = url,
-                Ok((_, url)) => gateway.admin = Some(url),
-                Err(_) => panic!(
-                    "the gateway did not serve within 90 s; stderr:\n{}",
-                    gateway.stderr()
-                ),
-            }
         }
-        gateway
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
     }
 
     /// Runs the Python SDK client with `ops` on one session.
@@ -213,26 +174,6 @@ impl Gateway {
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
             .to_owned()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        // SIGTERM: the gateway stops its upstreams' process groups itself.
-        #[cfg(unix)]
-        unsafe {
-            // SAFETY: kill(2) on a child of ours, by its id.
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -2379,7 +2320,11 @@ fn upstream_process_groups_are_stopped_when_the_gateway_stops() {
     );
     let mut gateway = Gateway::start(&dir, &notes_config(&extra));
     assert_eq!(running(&forked_pattern).len(), 1, "{}", gateway.stderr());
-    let stopped = stop_with(&mut gateway.child, libc::SIGTERM, &gateway.stderr);
+    let stopped = stop_with(
+        &mut gateway.served.child,
+        libc::SIGTERM,
+        &gateway.served.stderr,
+    );
     let left = [
         left_running(&wrapped_pattern, Duration::from_secs(2)),
         left_running(&forked_pattern, Duration::from_secs(2)),
@@ -2457,7 +2402,7 @@ fn sighup_and_sigint_stop_the_gateway_saying_which() {
     for (signal, name) in [(libc::SIGHUP, "SIGHUP"), (libc::SIGINT, "SIGINT")] {
         let dir = scratch(&format!("stop-on-{name}"));
         let mut gateway = Gateway::start(&dir, &notes_config(""));
-        let stopped = stop_with(&mut gateway.child, signal, &gateway.stderr);
+        let stopped = stop_with(&mut gateway.served.child, signal, &gateway.served.stderr);
         assert!(
             stopped.starts_with("ExitStatus(unix_wait_status(0))"),
             "{stopped}"
@@ -2688,7 +2633,11 @@ fn a_parked_call_is_denied_by_the_gateway_when_it_stops() {
     let admin = gateway.admin.clone().unwrap();
     let mut client = call_fx_count(&gateway, Stdio::piped());
     let ids = pending_ids(&admin, 1);
-    let stopped = stop_with(&mut gateway.child, libc::SIGTERM, &gateway.stderr);
+    let stopped = stop_with(
+        &mut gateway.served.child,
+        libc::SIGTERM,
+        &gateway.served.stderr,
+    );
     assert!(!stopped.contains("abandoned"), "{stopped}");
     // The client is answered before its session ends.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -12,16 +12,15 @@ mod peers;
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use peers::{HttpPeer, free_port, installed};
 use serde_json::{Value, json};
-use support::{SETTLE, notes_server, wait_for};
+use support::{SETTLE, ServedGateway, notes_server, wait_for};
 
 /// A `[[client]]` token beside `[auth]`.
 const STATIC_TOKEN: &str = "static-client-token-8d21";
@@ -138,12 +137,18 @@ impl Issuer {
     }
 }
 
-/// A running gateway on 127.0.0.1:`port`.
+/// A running gateway on 127.0.0.1:`port` ([`ServedGateway`]).
 struct Gateway {
-    child: Child,
+    served: ServedGateway,
     port: u16,
-    url: String,
-    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = ServedGateway;
+
+    fn deref(&self) -> &ServedGateway {
+        &self.served
+    }
 }
 
 impl Gateway {
@@ -152,45 +157,9 @@ impl Gateway {
     fn start(dir: &Path, port: u16, config: &str) -> Gateway {
         let path = dir.join("gateway.toml");
         std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-            .args(["gateway", "serve", "--config"])
-            .arg(&path)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mcp-hints runs");
-        let stderr = child.stderr.take().unwrap();
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (sender, receiver) = mpsc::channel();
-        {
-            let lines = lines.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { return };
-                    if let Some(url) =
-                        line.strip_prefix("gateway: serving MCP over streamable HTTP at ")
-                    {
-                        let _ = sender.send(url.to_owned());
-                    }
-                    lines.lock().unwrap().push(line);
-                }
-            });
-        }
-        let url = receiver
-            .recv_timeout(Duration::from_secs(90))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the gateway did not serve within 90 s; stderr:\n{}",
-                    lines.lock().unwrap().join("\n")
-                )
-            });
         Gateway {
-            child,
+            served: ServedGateway::serve(&path, &[]),
             port,
-            url,
-            stderr: lines,
         }
     }
 
@@ -251,25 +220,6 @@ impl Gateway {
             self.stderr.lock().unwrap().join("\n")
         );
         serde_json::from_slice(&output.stdout).unwrap()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        unsafe {
-            // SAFETY: kill(2) on a child of ours, by its id.
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,9 +4,10 @@
 // Each test file uses some of these.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -290,4 +291,97 @@ pub fn server_side_nodelay(pid: u32, client: &std::net::TcpStream) -> bool {
         }
     }
     panic!("process {pid} holds no socket connected to {ours}");
+}
+
+/// `mcp-hints gateway serve --config PATH` run as a test's gateway: every
+/// line of its stderr kept, the endpoints it said it serves, and stopped
+/// with SIGTERM (killed after 10 s) when dropped.
+pub struct ServedGateway {
+    pub child: Child,
+    /// `http://ADDR/mcp`.
+    pub url: String,
+    /// `http://ADDR` of its admin endpoint, when it serves one.
+    pub admin: Option<String>,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServedGateway {
+    /// Serves the config at `path`, with `env` set; waits (90 s at most)
+    /// until it says where it serves MCP.
+    pub fn serve(path: &Path, env: &[(&str, &str)]) -> ServedGateway {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+            .args(["gateway", "serve", "--config"])
+            .arg(path)
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mcp-hints runs");
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { return };
+                    if let Some(url) =
+                        line.strip_prefix("gateway: serving MCP over streamable HTTP at ")
+                    {
+                        let _ = sender.send(("mcp", url.to_owned()));
+                    }
+                    if let Some(url) = line.strip_prefix("gateway: admin endpoint at ") {
+                        let _ = sender.send(("admin", url.to_owned()));
+                    }
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        let mut gateway = ServedGateway {
+            child,
+            url: String::new(),
+            admin: None,
+            stderr: lines,
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while gateway.url.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match receiver.recv_timeout(left) {
+                Ok(("mcp", url)) => gateway.url = url,
+                Ok((_, url)) => gateway.admin = Some(url),
+                Err(_) => panic!(
+                    "the gateway did not serve within 90 s; stderr:\n{}",
+                    gateway.stderr()
+                ),
+            }
+        }
+        gateway
+    }
+
+    /// Its stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for ServedGateway {
+    fn drop(&mut self) {
+        // SIGTERM: the gateway stops its upstreams' process groups itself.
+        #[cfg(unix)]
+        unsafe {
+            // SAFETY: kill(2) on a child of ours, by its id.
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
