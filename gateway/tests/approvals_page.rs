@@ -701,6 +701,25 @@ async fn until(browser: &fantoccini::Client, what: &str, script: &str) {
     .await;
 }
 
+/// Waits, bounded, until the browser shows the parked call `id`, then
+/// presses its `verb` button (`approve` or `deny`).
+async fn press(browser: &fantoccini::Client, id: &str, verb: &str) {
+    let card = format!("call-{id}");
+    until(
+        browser,
+        &format!("call {id} to appear"),
+        &format!("return document.getElementById('{card}') !== null;"),
+    )
+    .await;
+    browser
+        .find(fantoccini::Locator::Css(&format!("#{card} button.{verb}")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 /// Where the screenshot goes: the repository's `docs/` with
 /// `MCP_HINTS_UPDATE_SCREENSHOT=1`, else the test's scratch directory
 /// under the target dir.
@@ -856,20 +875,7 @@ async fn an_approver_signs_in_decides_calls_as_they_come_and_a_forged_post_is_re
 
     // A second call, denied: the client is refused.
     let (id, parked) = stage.park("deny me").await;
-    let card = format!("call-{id}");
-    until(
-        &browser,
-        "the second call to appear",
-        &format!("return document.getElementById('{card}') !== null;"),
-    )
-    .await;
-    browser
-        .find(fantoccini::Locator::Css(&format!("#{card} button.deny")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    press(&browser, &id, "deny").await;
     let refused = tokio::time::timeout(BOUND, parked).await.unwrap().unwrap();
     assert_eq!(refused.is_error, Some(true));
     assert!(
@@ -1133,20 +1139,7 @@ async fn an_approver_signs_in_through_the_identity_provider_and_approves_a_call(
 
     // erin approves the parked call: the client's call completes, and the
     // audit log names erin.
-    let card = format!("call-{id}");
-    until(
-        &browser,
-        "the parked call to appear",
-        &format!("return document.getElementById('{card}') !== null;"),
-    )
-    .await;
-    browser
-        .find(fantoccini::Locator::Css(&format!("#{card} button.approve")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    press(&browser, &id, "approve").await;
     let done = tokio::time::timeout(BOUND, parked).await.unwrap().unwrap();
     assert_ne!(done.is_error, Some(true), "{done:?}");
     assert_eq!(text(&done), "noted: approved at the issuer's word");
