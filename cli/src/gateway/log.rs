@@ -672,6 +672,10 @@ mod tests {
     impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
+            // The process's directory, once its last test's is gone.
+            if let Some(parent) = self.0.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
         }
     }
 

@@ -126,9 +126,11 @@ pub async fn serve_upstream(upstream: Echo, stop: CancellationToken) -> String {
     format!("http://{address}/mcp")
 }
 
-/// A directory of its own under the system's temporary directory.
+/// A directory of its own under the target directory's scratch space
+/// (cargo's `CARGO_TARGET_TMPDIR`), so that what a test leaves behind goes
+/// with the build, not into the system's temporary directory.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "mcp-hints-gateway-{name}-{}-{}",
         std::process::id(),
         uuid::Uuid::new_v4()
