@@ -181,6 +181,7 @@ timeout_secs = 300
 impl Drop for Stage {
     fn drop(&mut self) {
         self.stop.cancel();
+        let _ = std::fs::remove_dir_all(&self._dir);
     }
 }
 

@@ -344,6 +344,9 @@ async fn a_drifted_tool_approved_at_one_replica_is_callable_at_the_other() {
         client.cancel().await.unwrap();
     }
     replicas.stop().await;
+    if let Some(dir) = lock.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
