@@ -573,6 +573,39 @@ async fn each_parked_call_is_posted_to_the_webhook_with_a_link_to_the_page() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_links_to_the_page_as_approvers_reach_it_behind_a_proxy() {
+    let stop = CancellationToken::new();
+    let (hook, mut received) = receiver(&stop).await;
+    let stage = Stage::start(
+        "page-webhook-proxied",
+        &format!(
+            "\n[approval]\nwebhook = \"http://{hook}/parked\"\n\
+             page_url = \"https://gateway.example.com/approvals\"\n"
+        ),
+    )
+    .await;
+    let (id, parked) = stage.park("proxied").await;
+    let told = tokio::time::timeout(BOUND, received.recv())
+        .await
+        .expect("the webhook was told within the bound")
+        .unwrap();
+    assert_eq!(
+        told["page"],
+        format!("https://gateway.example.com/approvals#call-{id}")
+    );
+    let denied = http()
+        .post(stage.url(&format!("/deny/{id}")))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 200);
+    let done = tokio::time::timeout(BOUND, parked).await.unwrap().unwrap();
+    assert_eq!(done.is_error, Some(true));
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_is_down_or_hangs_changes_nothing() {
     // Down: nothing listens. Hanging: accepts, reads, never answers.
     let down = free_address();

@@ -293,6 +293,11 @@ pub struct ApprovalConfig {
     /// [`defaults::WEBHOOK_TIMEOUT`]; a webhook that fails is said as an
     /// event and changes nothing. `None` (the default): nobody is told.
     pub webhook: Option<String>,
+    /// `page_url` (an `http://` or `https://` URL without a fragment): the
+    /// approvals page as approvers reach it, behind a proxy say, which the
+    /// webhook links to (with `#call-ID`). `None` (the default): the
+    /// admin endpoint's own address, `http://ADMIN/approvals`.
+    pub page_url: Option<String>,
     /// `approver_scope` and the page's OAuth client (`client_id`,
     /// `client_secret_env`, `redirect_uri`): approvers may sign in to the
     /// approvals page through the `[auth]` issuer. `None` (the default):

@@ -47,6 +47,7 @@ pub(super) struct RawApproval {
     pub(super) client_id: Option<Spanned<String>>,
     pub(super) client_secret_env: Option<Spanned<String>>,
     pub(super) redirect_uri: Option<Spanned<String>>,
+    pub(super) page_url: Option<Spanned<String>>,
 }
 
 /// One `[[client]]`.

@@ -1200,6 +1200,30 @@ fn a_rule_scope_needs_auth_and_auth_opens_the_principal_globs() {
 }
 
 #[test]
+fn approval_names_the_page_as_approvers_reach_it() {
+    let text = format!("{LOG}[approval]\npage_url = \"https://gw.example.com/approvals\"\n");
+    assert_eq!(
+        read(&text).unwrap().approval.page_url.as_deref(),
+        Some("https://gw.example.com/approvals")
+    );
+    assert_eq!(read(LOG).unwrap().approval.page_url, None);
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[approval]\npage_url = \"https://gw/approvals#top\"\n"
+        )),
+        "/etc/gw/gateway.toml:4:12: approval.page_url: `https://gw/approvals#top` is not the \
+         page's URL (the webhook adds the call's own `#call-ID`: leave the fragment out): \
+         write it like `https://gateway.example.com/approvals`"
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}[approval]\npage_url = \"ftp://gw/approvals\"\n"
+        ))
+        .contains("the scheme must be `http://` or `https://`")
+    );
+}
+
+#[test]
 fn approval_names_a_webhook_and_refuses_what_is_not_one() {
     assert_eq!(read(LOG).unwrap().approval, ApprovalConfig::default());
     let text = format!("{LOG}[approval]\nwebhook = \"http://127.0.0.1:9000/parked?key=k\"\n");
@@ -1230,7 +1254,8 @@ fn approval_names_a_webhook_and_refuses_what_is_not_one() {
     assert_eq!(
         problem(&format!("{LOG}[approval]\nhook = \"http://h\"\n")),
         "/etc/gw/gateway.toml:4:1: approval.hook: unknown key `hook`; this table takes \
-         `webhook`, `approver_scope`, `client_id`, `client_secret_env`, `redirect_uri`"
+         `webhook`, `approver_scope`, `client_id`, `client_secret_env`, `redirect_uri`, \
+         `page_url`"
     );
 }
 

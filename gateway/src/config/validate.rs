@@ -802,7 +802,35 @@ impl Reader<'_> {
                 return None;
             }
         }
+        if let Some(url) = &raw.page_url {
+            let why = match reqwest::Url::parse(url.get_ref()) {
+                Err(error) => Some(format!("not a URL: {error}")),
+                Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
+                    Some("the scheme must be `http://` or `https://`".to_owned())
+                }
+                Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
+                    Some("it names no host".to_owned())
+                }
+                Ok(parsed) if parsed.fragment().is_some() => Some(
+                    "the webhook adds the call's own `#call-ID`: leave the fragment out".to_owned(),
+                ),
+                Ok(_) => None,
+            };
+            if let Some(why) = why {
+                self.at(
+                    url.span(),
+                    "approval.page_url",
+                    format!(
+                        "`{}` is not the page's URL ({why}): write it like \
+                         `https://gateway.example.com/approvals`",
+                        url.get_ref()
+                    ),
+                );
+                return None;
+            }
+        }
         Some(ApprovalConfig {
+            page_url: raw.page_url.map(Spanned::into_inner),
             webhook: raw.webhook.map(Spanned::into_inner),
             sign_in: sign_in?,
         })

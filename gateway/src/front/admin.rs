@@ -99,7 +99,9 @@ pub async fn serve_admin(
         .as_ref()
         .is_some_and(|admin| admin.cookie_is_secure(bound));
     let page_url = format!("http://{bound}/approvals");
-    let _ = gateway.page.set(page_url.clone());
+    // What the webhook links to: the page as approvers reach it.
+    let linked = gateway.config.approval.page_url.clone();
+    let _ = gateway.page.set(linked.unwrap_or_else(|| page_url.clone()));
     let issuer = page::issuer::Client::new(&gateway.config, bound);
     if let (Some(issuer), Some(oauth)) = (&issuer, &gateway.oauth) {
         page::issuer::discover_early(oauth.clone());
