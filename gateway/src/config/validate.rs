@@ -777,19 +777,7 @@ impl Reader<'_> {
     fn approval(&mut self, raw: RawApproval, with_auth: bool) -> Option<ApprovalConfig> {
         let sign_in = self.approver_sign_in(&raw, with_auth);
         if let Some(url) = &raw.webhook {
-            let why = match reqwest::Url::parse(url.get_ref()) {
-                Err(error) => Some(format!("not a URL: {error}")),
-                Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
-                    Some("the scheme must be `http://` or `https://`".to_owned())
-                }
-                Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
-                    Some("it names no host".to_owned())
-                }
-                Ok(parsed) if parsed.fragment().is_some() => {
-                    Some("a fragment is never sent: leave it out".to_owned())
-                }
-                Ok(_) => None,
-            };
+            let why = web_url_problem(url.get_ref(), "a fragment is never sent: leave it out");
             if let Some(why) = why {
                 self.at(
                     url.span(),
@@ -803,19 +791,10 @@ impl Reader<'_> {
             }
         }
         if let Some(url) = &raw.page_url {
-            let why = match reqwest::Url::parse(url.get_ref()) {
-                Err(error) => Some(format!("not a URL: {error}")),
-                Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
-                    Some("the scheme must be `http://` or `https://`".to_owned())
-                }
-                Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
-                    Some("it names no host".to_owned())
-                }
-                Ok(parsed) if parsed.fragment().is_some() => Some(
-                    "the webhook adds the call's own `#call-ID`: leave the fragment out".to_owned(),
-                ),
-                Ok(_) => None,
-            };
+            let why = web_url_problem(
+                url.get_ref(),
+                "the webhook adds the call's own `#call-ID`: leave the fragment out",
+            );
             if let Some(why) = why {
                 self.at(
                     url.span(),
@@ -1683,4 +1662,21 @@ fn expected(message: &str, got: &str) -> (String, String) {
         .collect::<Vec<_>>()
         .join(", ");
     (listed, suggestion(got, &names))
+}
+
+/// What keeps `text` from being an `http://` or `https://` URL naming a
+/// host without a fragment (`fragment`: why a fragment is refused there);
+/// `None` when it is one.
+fn web_url_problem(text: &str, fragment: &str) -> Option<String> {
+    match reqwest::Url::parse(text) {
+        Err(error) => Some(format!("not a URL: {error}")),
+        Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
+            Some("the scheme must be `http://` or `https://`".to_owned())
+        }
+        Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
+            Some("it names no host".to_owned())
+        }
+        Ok(parsed) if parsed.fragment().is_some() => Some(fragment.to_owned()),
+        Ok(_) => None,
+    }
 }
