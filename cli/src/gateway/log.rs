@@ -415,7 +415,9 @@ fn report_text(path: &Path, report: &Report, keyed: bool) -> String {
         let signed = crate::text::count(report.signed as usize, "checkpoint", "checkpoints");
         out.push_str(&match (keyed, report.signed) {
             (true, _) => format!("  {signed} signed by the key given\n"),
-            (false, 0) => "  checkpoints unsigned\n".to_owned(),
+            (false, 0) => "  checkpoints unsigned: whoever can write the log can rewrite it \
+                            whole (`[log] signing_key` signs them)\n"
+                .to_owned(),
             (false, _) => format!(
                 "  {signed} signed, each checked against the key it names (give --public-key \
                  to check who signed)\n"
@@ -434,6 +436,8 @@ fn report_text(path: &Path, report: &Report, keyed: bool) -> String {
     }
     let tail = crate::text::count(report.unsigned_tail as usize, "entry", "entries");
     out.push_str(&match report.last_checkpoint {
+        // Nothing signed: a tail of 0 would read as though the rest were.
+        Some(_) if report.signed == 0 => String::new(),
         Some(_) => format!("  unsigned tail of {tail} after the last checkpoint\n"),
         None => format!("  unsigned tail of {tail}: no checkpoint yet\n"),
     });
@@ -1113,11 +1117,16 @@ mod tests {
             text.contains("  3 entries and 1 checkpoint in 1 file ("),
             "{text}"
         );
-        assert!(text.contains("  checkpoints unsigned\n"), "{text}");
         assert!(
-            text.contains("  unsigned tail of 0 entries after the last checkpoint\n"),
+            text.contains(
+                "  checkpoints unsigned: whoever can write the log can rewrite it whole \
+                 (`[log] signing_key` signs them)\n"
+            ),
             "{text}"
         );
+        // With nothing signed, no tail is said: a tail of 0 would read as
+        // though the rest were.
+        assert!(!text.contains("unsigned tail"), "{text}");
         // The second line edited: the chain vouches for the first only.
         let lines: Vec<String> = std::fs::read_to_string(&path)
             .unwrap()
