@@ -1524,25 +1524,33 @@ fn shell(command: &str, env: &[(&str, &str)]) -> std::process::Output {
     shell.output().unwrap()
 }
 
+/// A rule that parks every `fx__count` call for an approver, for
+/// `timeout_secs` at most.
+fn park_count(timeout_secs: u32) -> String {
+    format!(
+        "[[rule]]\naction = \"require_approval\"\nupstream = \"fx\"\ntool = \"count\"\n\
+         timeout_secs = {timeout_secs}\n"
+    )
+}
+
+/// `fx__count` called once by the Python client, in a thread of its own
+/// (the call waits while it is parked): the session it reports.
+fn count_in_background(gateway: &Arc<Gateway>) -> std::thread::JoinHandle<Value> {
+    let gateway = gateway.clone();
+    std::thread::spawn(move || {
+        gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
+    })
+}
+
 /// Without an admin endpoint the gateway does not print a command that
 /// could reach nothing: it says none is served, and the call expires by
 /// its rule.
 #[test]
 fn a_call_parked_without_an_admin_endpoint_says_none_is_served_and_expires() {
     let dir = scratch("parked-without-admin");
-    let extra = r#"[[rule]]
-action = "require_approval"
-upstream = "fx"
-tool = "count"
-timeout_secs = 1
-"#;
-    let gateway = Arc::new(Gateway::start(&dir, &fx_config(&dir, &[], extra)));
-    let client = {
-        let gateway = gateway.clone();
-        std::thread::spawn(move || {
-            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
-        })
-    };
+    let extra = park_count(1);
+    let gateway = Arc::new(Gateway::start(&dir, &fx_config(&dir, &[], &extra)));
+    let client = count_in_background(&gateway);
     let line = stderr_line(&gateway, "is parked for approval: ");
     assert!(
         line.contains(
@@ -1569,20 +1577,10 @@ timeout_secs = 1
 #[test]
 fn approve_by_names_the_approver_in_the_answer_and_the_audit_log() {
     let dir = scratch("approve-by");
-    let extra = r#"[[rule]]
-action = "require_approval"
-upstream = "fx"
-tool = "count"
-timeout_secs = 60
-"#;
-    let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], extra)));
+    let extra = park_count(60);
+    let gateway = Arc::new(Gateway::start(&dir, &fx_admin_config(&dir, &[], &extra)));
     let admin = gateway.admin.clone().expect("an admin endpoint");
-    let client = {
-        let gateway = gateway.clone();
-        std::thread::spawn(move || {
-            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
-        })
-    };
+    let client = count_in_background(&gateway);
     let id = pending_ids(&admin, 1).remove(0);
     let approve = |by: &str| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-hints"));
@@ -1641,24 +1639,14 @@ timeout_secs = 60
 #[test]
 fn the_approve_command_the_gateway_prints_runs_as_printed() {
     let dir = scratch("approve-as-printed");
-    let extra = r#"[[rule]]
-action = "require_approval"
-upstream = "fx"
-tool = "count"
-timeout_secs = 60
-"#;
+    let extra = park_count(60);
     let port = free_port();
-    let config = fx_admin_config(&dir, &[], extra).replace(
+    let config = fx_admin_config(&dir, &[], &extra).replace(
         "admin_http = \"127.0.0.1:0\"",
         &format!("admin_http = \"127.0.0.1:{port}\""),
     );
     let gateway = Arc::new(Gateway::start(&dir, &config));
-    let client = {
-        let gateway = gateway.clone();
-        std::thread::spawn(move || {
-            gateway.python(TOKEN, "auto", &json!([call("fx__count", json!({}))]))
-        })
-    };
+    let client = count_in_background(&gateway);
     let line = stderr_line(&gateway, "is parked for approval: ");
     let printed = line.split("is parked for approval: ").nth(1).unwrap();
     let config_path = std::path::absolute(dir.join("gateway.toml")).unwrap();
