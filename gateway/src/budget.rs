@@ -387,6 +387,17 @@ mod tests {
         async fn end_session(&self, _: &str) -> Result<(), StateError> {
             Err(StateError::new("down", "refused"))
         }
+        async fn record_history(
+            &self,
+            _: &str,
+            _: &crate::session::HistoryEvent,
+            _: crate::session::HistoryLimits,
+        ) -> Result<(), StateError> {
+            Err(StateError::new("down", "refused"))
+        }
+        async fn history(&self, _: &str) -> Result<crate::session::History, StateError> {
+            Err(StateError::new("down", "refused"))
+        }
         async fn ready(&self) -> Result<(), StateError> {
             Err(StateError::new("down", "refused"))
         }

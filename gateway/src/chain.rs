@@ -70,7 +70,7 @@ pub fn line_hash(line: &[u8]) -> String {
     hex(&Sha256::digest(line))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(2 * bytes.len());
     for byte in bytes {
@@ -1439,6 +1439,7 @@ mod tests {
             attempts: None,
             degraded: None,
             by: None,
+            earlier: None,
             phase: Phase::Decided,
         }
     }

@@ -224,6 +224,21 @@ pub enum Error {
         name: String,
     },
 
+    /// A `tools/call` whose `_meta["mcp-hints/session"]`
+    /// ([`SESSION_META_KEY`](crate::session::SESSION_META_KEY)) is not a
+    /// session name (JSON-RPC invalid params): not a string, or not 1 to
+    /// 128 visible ASCII characters.
+    #[error(
+        "`_meta[\"{}\"]` is not a session name: it {problem}; give 1 to {} visible ASCII \
+         characters, or leave it out",
+        crate::session::SESSION_META_KEY,
+        crate::session::MAX_SESSION_NAME
+    )]
+    BadSessionName {
+        /// What is wrong with it (`is empty`, `is a number`).
+        problem: String,
+    },
+
     /// A request that reached the MCP server without an authenticated
     /// principal (JSON-RPC invalid request). The bearer-token layer lets
     /// none through, so this is refused rather than guessed.
@@ -357,6 +372,7 @@ impl Error {
     /// | variant | code | why |
     /// |---|---|---|
     /// | [`UnknownTool`](Error::UnknownTool) | `-32602` invalid params | MCP, Tools, "Error Handling": an unknown tool is a protocol error, `-32602`; JSON-RPC 2.0 §5.1: "Invalid method parameter(s)" |
+    /// | [`BadSessionName`](Error::BadSessionName) | `-32602` invalid params | JSON-RPC 2.0 §5.1: "Invalid method parameter(s)": the request's own `_meta` |
     /// | [`NoPrincipal`](Error::NoPrincipal) | `-32600` invalid request | JSON-RPC 2.0 §5.1: "The JSON sent is not a valid Request object": a request the transport did not authenticate is not one the gateway takes |
     /// | [`UnknownSession`](Error::UnknownSession), [`SessionElsewhere`](Error::SessionElsewhere) | `-32001` | JSON-RPC 2.0 §5.1 leaves -32000 to -32099 to implementations; -32001 is what the MCP TypeScript SDK answers an unknown session with, so clients that read the body meet one code; the HTTP status, 404, is what the transport spec has clients act on |
     /// | every other | `-32603` internal error | JSON-RPC 2.0 §5.1: "Internal JSON-RPC error": the gateway's own state (config, log, lock, listeners, upstreams), nothing the request could change |
@@ -368,7 +384,7 @@ impl Error {
     /// upstream's own JSON-RPC error is passed on as the upstream sent it.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::UnknownTool { .. } => ErrorCode::INVALID_PARAMS,
+            Error::UnknownTool { .. } | Error::BadSessionName { .. } => ErrorCode::INVALID_PARAMS,
             Error::NoPrincipal => ErrorCode::INVALID_REQUEST,
             Error::UnknownSession { .. } | Error::SessionElsewhere { .. } => ErrorCode(-32001),
             _ => ErrorCode::INTERNAL_ERROR,

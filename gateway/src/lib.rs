@@ -18,6 +18,7 @@
 //! |---|---|
 //! | [`config`] | the TOML config: types, parse, validate |
 //! | [`policy`] | asserted hints and their sources, rules and which rate limits a call counts against |
+//! | [`session`] | which session a call belongs to, its history of forwarded calls, and the look-back conditions of rules (`after`, `count`) |
 //! | [`state`] | what replicas share (rate-limit windows, parked calls, drift approvals), in this process or in Redis |
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`chain`] | the audit log's hash chain, checkpoints, rotated files and their verification |
@@ -112,6 +113,7 @@ pub mod policy;
 mod readiness;
 #[cfg(test)]
 mod scratch;
+pub mod session;
 pub mod state;
 mod upstream;
 mod webhook;

@@ -225,6 +225,13 @@ pub struct Entry {
     /// identity provider's token). Absent on every other entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The earlier calls of the session that made a rule that looks back
+    /// (`after`, `count`) fire, on that rule's `decided` entry: their ids,
+    /// upstreams and tools, oldest first, at most
+    /// [`MAX_EARLIER`](crate::session::MAX_EARLIER). Absent on every other
+    /// entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<Vec<crate::session::EarlierCall>>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
 }
@@ -1229,6 +1236,7 @@ mod tests {
             attempts: None,
             degraded: None,
             by: None,
+            earlier: None,
             phase: Phase::Decided,
         }
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::config::{Assert, Config, DefaultAction, RuleAction, RuleConfig};
+use super::session::{EarlierCall, History, MAX_EARLIER};
 use super::state::{Counted, Window};
 
 /// The four hints of one tool as the gateway acts on them, each with its
@@ -130,8 +131,9 @@ pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
 }
 
 /// The `tool` globs of `config`'s rules and asserts (other than `*`) that
-/// match no tool of the upstreams they name, among `tools` (each
-/// upstream's name and its own tool names), in config order:
+/// match no tool of the upstreams they name, and the `tool:` terms of
+/// rules' `after` and `count.of` that match no tool at all, among `tools`
+/// (each upstream's name and its own tool names), in config order:
 /// ``rule[0].tool `delte_note` matches no tool of the upstreams `notes`
 /// names``. Said as an event at start, since
 /// a typo there makes a rule that never fires.
@@ -139,15 +141,38 @@ pub fn unmatched_tool_globs<'a>(
     config: &Config,
     tools: impl Iterator<Item = (&'a str, &'a str)> + Clone,
 ) -> Vec<String> {
-    let scopes =
-        config
-            .rules
+    let any = glob::Pattern::new("*").expect("`*` is a glob");
+    // A look-back's tool glob may name any upstream's tool (an upstream
+    // term beside it narrows what it matches, not what it may name).
+    let looked_back = config.rules.iter().enumerate().flat_map(|(index, rule)| {
+        let after = rule
+            .after
             .iter()
             .enumerate()
-            .map(|(index, rule)| (format!("rule[{index}]"), &rule.upstream, &rule.tool))
-            .chain(config.asserts.iter().enumerate().map(|(index, assert)| {
-                (format!("assert[{index}]"), &assert.upstream, &assert.tool)
-            }));
+            .map(move |(position, condition)| {
+                (format!("rule[{index}].after[{position}]"), condition)
+            });
+        let of = rule
+            .count
+            .iter()
+            .map(move |count| (format!("rule[{index}].count.of"), &count.of));
+        after.chain(of).flat_map(|(path, condition)| {
+            condition.tool_globs().map(move |glob| (path.clone(), glob))
+        })
+    });
+    let scopes = config
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(index, rule)| (format!("rule[{index}].tool"), &rule.upstream, &rule.tool))
+        .chain(config.asserts.iter().enumerate().map(|(index, assert)| {
+            (
+                format!("assert[{index}].tool"),
+                &assert.upstream,
+                &assert.tool,
+            )
+        }))
+        .chain(looked_back.map(|(path, glob)| (path, &any, glob)));
     let mut unmatched = Vec::new();
     for (path, upstream_glob, tool_glob) in scopes {
         if tool_glob.as_str() == "*" {
@@ -163,7 +188,7 @@ pub fn unmatched_tool_globs<'a>(
         }
         if !named.any(|(upstream, tool)| tool_matches(tool_glob, upstream, tool)) {
             unmatched.push(format!(
-                "{path}.tool `{}` matches no tool of the upstreams `{}` names",
+                "{path} `{}` matches no tool of the upstreams `{}` names",
                 mcp_hints_core::escape::one_line(tool_glob.as_str()),
                 mcp_hints_core::escape::one_line(upstream_glob.as_str())
             ));
@@ -187,6 +212,24 @@ pub struct CallScope<'a> {
     /// The tool's effective hints: the server's, under the operator's
     /// `[[assert]]`s.
     pub hints: &'a EffectiveHints,
+    /// The session's history, for the rules that look back (`after`,
+    /// `count`).
+    pub history: Lookback<'a>,
+}
+
+/// What the rules that look back (`after`, `count`) can read of a call's
+/// session.
+#[derive(Clone, Copy, Debug)]
+pub enum Lookback<'a> {
+    /// Its history as the shared state holds it (empty for a session's
+    /// first call).
+    Known(&'a History),
+    /// It could not be read (the shared state is unreachable), or it was
+    /// not read because no rule that matches the call looks back
+    /// ([`Policy::needs_history`]). A `deny`, `require_approval` or
+    /// `rate_limit` rule then takes its look-back as met, so it fails
+    /// closed; an `allow` rule takes it as unmet.
+    Unknown,
 }
 
 /// What a parked call becomes when its rule's timeout passes
@@ -404,7 +447,86 @@ impl Policy {
         }
     }
 
+    /// Whether any rule reads a session's history: only then does the
+    /// gateway keep one.
+    pub fn looks_back(&self) -> bool {
+        self.rules.iter().any(RuleConfig::looks_back)
+    }
+
+    /// Whether deciding `call` reads its session's history: a rule that
+    /// looks back matches it on everything else (its `history` is not
+    /// read here).
+    pub fn needs_history(&self, call: &CallScope<'_>) -> bool {
+        self.rules
+            .iter()
+            .any(|rule| rule.looks_back() && self.matches_now(rule, call))
+    }
+
+    /// The earlier calls of `history` that made rule `rule` match, as a
+    /// `decided` entry names them: for each `after` condition the latest
+    /// call meeting it, and every call its `count` counted; oldest first,
+    /// each once, the latest [`MAX_EARLIER`] of them. Empty for a rule
+    /// that does not look back.
+    pub fn earlier(&self, rule: usize, history: &History) -> Vec<EarlierCall> {
+        let Some(config) = self.rules.get(rule) else {
+            return Vec::new();
+        };
+        let mut positions: Vec<usize> = config
+            .after
+            .iter()
+            .filter_map(|condition| {
+                history
+                    .calls
+                    .iter()
+                    .rposition(|earlier| condition.holds(earlier))
+            })
+            .collect();
+        if let Some(count) = &config.count {
+            positions.extend(
+                history
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, earlier)| count.counts(history.now_ms, earlier))
+                    .map(|(position, _)| position),
+            );
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        let skip = positions.len().saturating_sub(MAX_EARLIER);
+        positions
+            .into_iter()
+            .skip(skip)
+            .map(|position| EarlierCall::from(&history.calls[position]))
+            .collect()
+    }
+
     fn matches(&self, rule: &RuleConfig, call: &CallScope<'_>) -> bool {
+        self.matches_now(rule, call) && Policy::looked_back(rule, call.history)
+    }
+
+    /// Whether `rule`'s look-back holds over `history`: every `after`
+    /// condition met by some earlier call, and its `count` reached. Not
+    /// knowing the history, only a rule that guards holds (it fails
+    /// closed).
+    fn looked_back(rule: &RuleConfig, history: Lookback<'_>) -> bool {
+        if !rule.looks_back() {
+            return true;
+        }
+        match history {
+            Lookback::Known(history) => {
+                rule.after
+                    .iter()
+                    .all(|condition| history.calls.iter().any(|earlier| condition.holds(earlier)))
+                    && rule.count.as_ref().is_none_or(|count| count.holds(history))
+            }
+            Lookback::Unknown => !matches!(rule.action, RuleAction::Allow),
+        }
+    }
+
+    /// Whether `rule` matches `call` on what the call itself says: its
+    /// globs, scope and `when`.
+    fn matches_now(&self, rule: &RuleConfig, call: &CallScope<'_>) -> bool {
         rule.upstream.matches(call.upstream)
             && tool_matches(&rule.tool, call.upstream, call.tool)
             && rule.principal.matches(call.principal)
@@ -422,7 +544,9 @@ impl Policy {
     /// delete_* when destructive)`. The target is the tool glob, prefixed
     /// `UPSTREAM__` (as clients see names) unless the upstream glob is `*`;
     /// then ` when P and Q`, ` for PRINCIPAL` (unless `*`), ` with scope
-    /// SCOPE` (when it names one), and the
+    /// SCOPE` (when it names one), ` after C, D` (its `after` conditions
+    /// and its `count`: `after open_world, more than 3 destructive calls in
+    /// 60 s`), and the
     /// action's numbers: `, 10 per 60 s` or `, expires after 300 s as
     /// deny`. An index past the rules gives just `rule[N]`.
     pub fn describe(&self, rule: usize) -> String {
@@ -446,6 +570,12 @@ impl Policy {
         if let Some(scope) = &config.scope {
             text.push_str(" with scope ");
             text.push_str(scope);
+        }
+        if !config.after.is_empty() || config.count.is_some() {
+            let mut looks: Vec<String> = config.after.iter().map(ToString::to_string).collect();
+            looks.extend(config.count.iter().map(ToString::to_string));
+            text.push_str(" after ");
+            text.push_str(&looks.join(", "));
         }
         match config.action {
             RuleAction::RateLimit { limit, window } => {
@@ -523,6 +653,7 @@ mod tests {
             principal,
             scopes: &[],
             hints,
+            history: Lookback::Unknown,
         }
     }
 
@@ -1043,5 +1174,230 @@ mod tests {
         );
         assert_eq!(policy.describe(3), "rule[3] (allow *)");
         assert_eq!(policy.describe(9), "rule[9]");
+    }
+
+    /// One earlier call of a test's history.
+    type EarlierInTest<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        (bool, bool, bool, bool),
+        u64,
+        bool,
+    );
+
+    /// A session's history of `calls`: (id, upstream, tool, hints as
+    /// (read_only, destructive, idempotent, open_world), seconds before
+    /// the read, tainted), read at 1,000 s past the epoch.
+    fn history(calls: &[EarlierInTest<'_>]) -> History {
+        use crate::session::{HeldHints, HistoryEvent, Taint};
+        let now_ms = 1_000_000;
+        let mut events = Vec::new();
+        for (id, upstream, tool, hints_of, ago, tainted) in calls {
+            let effective = hints(hints_of.0, hints_of.1, hints_of.2, hints_of.3);
+            let at = now_ms - ago * 1_000;
+            events.push((
+                at,
+                HistoryEvent::Called {
+                    id: (*id).to_owned(),
+                    upstream: (*upstream).to_owned(),
+                    tool: (*tool).to_owned(),
+                    hints: HeldHints::of(&effective),
+                },
+            ));
+            events.push((
+                at,
+                HistoryEvent::Finished {
+                    id: (*id).to_owned(),
+                    outcome: crate::log::Outcome::Completed,
+                    taint: tainted.then_some(Taint::UntrustedOpenWorld),
+                },
+            ));
+        }
+        History::fold(now_ms, events)
+    }
+
+    /// An open-world read: read-only, idempotent, open world.
+    const OPEN_READ: (bool, bool, bool, bool) = (true, false, true, true);
+    /// A write that reaches the outside world.
+    const OPEN_WRITE: (bool, bool, bool, bool) = (false, false, false, true);
+
+    const TRIFECTA: &str = "[[rule]]\naction = \"require_approval\"\n\
+                            when = [\"open_world\", \"not read_only\"]\nafter = [\"open_world\"]\n";
+
+    #[test]
+    fn a_rule_with_after_fires_only_once_the_session_made_such_a_call() {
+        let policy = Policy::new(&config(TRIFECTA));
+        assert!(policy.looks_back());
+        let send = hints(OPEN_WRITE.0, OPEN_WRITE.1, OPEN_WRITE.2, OPEN_WRITE.3);
+        let now = Instant::now();
+        let fresh = History::default();
+        let in_session = |history| CallScope {
+            history: Lookback::Known(history),
+            ..call("web", "post", "alice", &send)
+        };
+        assert!(policy.needs_history(&in_session(&fresh)));
+        assert_eq!(
+            policy.decide(&in_session(&fresh), now),
+            Verdict::Allow { rule: None }
+        );
+        // A closed-world write earlier does not make it fire.
+        let closed = history(&[("w", "notes", "append", WRITE, 5, false)]);
+        assert_eq!(
+            policy.decide(&in_session(&closed), now),
+            Verdict::Allow { rule: None }
+        );
+        let after_read = history(&[
+            ("w", "notes", "append", WRITE, 9, false),
+            ("r", "web", "fetch", OPEN_READ, 5, false),
+        ]);
+        assert!(matches!(
+            policy.decide(&in_session(&after_read), now),
+            Verdict::RequireApproval { rule: 0, .. }
+        ));
+        assert_eq!(
+            policy.earlier(0, &after_read),
+            vec![EarlierCall {
+                id: "r".to_owned(),
+                upstream: "web".to_owned(),
+                tool: "fetch".to_owned(),
+            }]
+        );
+        // A read is not what the rule guards: its history is not read.
+        let read = hints(OPEN_READ.0, OPEN_READ.1, OPEN_READ.2, OPEN_READ.3);
+        assert!(!policy.needs_history(&call("web", "fetch", "alice", &read)));
+    }
+
+    #[test]
+    fn an_unknown_history_fails_closed_for_guards_and_open_for_allows() {
+        let policy = Policy::new(&config(&format!(
+            "[policy]\ndefault = \"deny\"\n{TRIFECTA}\
+             [[rule]]\naction = \"allow\"\ntool = \"fetch\"\nafter = [\"tool:list_*\"]\n"
+        )));
+        let send = hints(OPEN_WRITE.0, OPEN_WRITE.1, OPEN_WRITE.2, OPEN_WRITE.3);
+        let now = Instant::now();
+        assert!(matches!(
+            policy.decide(&call("web", "post", "alice", &send), now),
+            Verdict::RequireApproval { rule: 0, .. }
+        ));
+        let read = hints(OPEN_READ.0, OPEN_READ.1, OPEN_READ.2, OPEN_READ.3);
+        assert_eq!(
+            policy.decide(&call("web", "fetch", "alice", &read), now),
+            Verdict::Deny { rule: None }
+        );
+        let listed = history(&[("l", "web", "list_pages", OPEN_READ, 1, false)]);
+        assert_eq!(
+            policy.decide(
+                &CallScope {
+                    history: Lookback::Known(&listed),
+                    ..call("web", "fetch", "alice", &read)
+                },
+                now
+            ),
+            Verdict::Allow { rule: Some(1) }
+        );
+    }
+
+    #[test]
+    fn every_after_condition_must_be_met_each_by_some_earlier_call() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"deny\"\n\
+             after = [\"upstream:web and tainted\", \"tool:notes__read*\"]\n",
+        ));
+        let hints = write();
+        let now = Instant::now();
+        let decide = |history: &History| {
+            policy.decide(
+                &CallScope {
+                    history: Lookback::Known(history),
+                    ..call("notes", "append", "alice", &hints)
+                },
+                now,
+            )
+        };
+        let untainted = history(&[
+            ("r", "web", "fetch", OPEN_READ, 3, false),
+            ("n", "notes", "read_note", OPEN_READ, 2, false),
+        ]);
+        assert_eq!(decide(&untainted), Verdict::Allow { rule: None });
+        let tainted = history(&[
+            ("r", "web", "fetch", OPEN_READ, 3, true),
+            ("x", "web", "fetch", OPEN_READ, 2, true),
+        ]);
+        assert_eq!(decide(&tainted), Verdict::Allow { rule: None });
+        let both = history(&[
+            ("r", "web", "fetch", OPEN_READ, 4, true),
+            ("x", "web", "fetch", OPEN_READ, 3, true),
+            ("n", "notes", "read_note", OPEN_READ, 2, false),
+        ]);
+        assert_eq!(decide(&both), Verdict::Deny { rule: Some(0) });
+        let named: Vec<String> = policy
+            .earlier(0, &both)
+            .into_iter()
+            .map(|call| call.id)
+            .collect();
+        // The latest call meeting each condition, oldest first.
+        assert_eq!(named, ["x", "n"]);
+    }
+
+    #[test]
+    fn a_count_rule_trips_on_the_call_past_its_number_within_its_window() {
+        let policy = Policy::new(&config(
+            "[[rule]]\naction = \"deny\"\nwhen = [\"destructive\"]\n\
+             count = { of = \"destructive\", more_than = 2, within_secs = 60 }\n",
+        ));
+        let delete = write();
+        let now = Instant::now();
+        let decide = |history: &History| {
+            policy.decide(
+                &CallScope {
+                    history: Lookback::Known(history),
+                    ..call("notes", "delete", "alice", &delete)
+                },
+                now,
+            )
+        };
+        let one = history(&[("a", "notes", "delete", WRITE, 10, false)]);
+        assert_eq!(decide(&one), Verdict::Allow { rule: None });
+        let two = history(&[
+            ("a", "notes", "delete", WRITE, 10, false),
+            ("r", "web", "fetch", OPEN_READ, 8, false),
+            ("b", "notes", "delete", WRITE, 5, false),
+        ]);
+        assert_eq!(decide(&two), Verdict::Deny { rule: Some(0) });
+        let named: Vec<String> = policy
+            .earlier(0, &two)
+            .into_iter()
+            .map(|call| call.id)
+            .collect();
+        assert_eq!(named, ["a", "b"]);
+        let aged = history(&[
+            ("a", "notes", "delete", WRITE, 61, false),
+            ("b", "notes", "delete", WRITE, 5, false),
+        ]);
+        assert_eq!(decide(&aged), Verdict::Allow { rule: None });
+        assert_eq!(
+            policy.describe(0),
+            "rule[0] (deny * when destructive after more than 2 destructive calls in 60 s)"
+        );
+    }
+
+    #[test]
+    fn look_back_rules_are_described_with_their_conditions() {
+        let policy = Policy::new(&config(&format!(
+            "{TRIFECTA}[[rule]]\naction = \"deny\"\nafter = [\"upstream:web and tainted\", \"*\"]\n\
+             count = {{ more_than = 5, within_secs = 10 }}\n"
+        )));
+        assert_eq!(
+            policy.describe(0),
+            "rule[0] (require_approval * when open_world and not read_only after open_world, \
+             expires after 300 s as deny)"
+        );
+        assert_eq!(
+            policy.describe(1),
+            "rule[1] (deny * after upstream:web and tainted, *, more than 5 calls in 10 s)"
+        );
+        let none = Policy::new(&config("[[rule]]\naction = \"deny\"\n"));
+        assert!(!none.looks_back());
     }
 }

@@ -110,6 +110,12 @@ struct State {
 }
 
 impl Upstream {
+    /// Whether the operator trusts it (`trusted`): an untrusted one's
+    /// open-world results taint their session ([`crate::session::Taint`]).
+    pub(crate) fn trusted(&self) -> bool {
+        self.config.trusted
+    }
+
     /// The client, once the upstream was reached (even while it is marked
     /// unavailable: the replay-safe client starts a stdio upstream again
     /// before each call's first attempt, so a call may bring it back).

@@ -10,6 +10,10 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use mcp_hints_gateway::approval::{Parked, Resolution};
+use mcp_hints_gateway::log::Outcome;
+use mcp_hints_gateway::session::{
+    HeldHints, HistoryEvent, HistoryLimits, SessionKey, SessionKind, Taint,
+};
 use mcp_hints_gateway::state::{BudgetUse, Counted, RedisState, SharedState, Window};
 use serde_json::Map;
 use support::redis::{RedisServer, dead_url};
@@ -162,6 +166,7 @@ async fn a_redis_that_is_not_there_is_an_error_naming_the_backend() {
     assert!(state.ready().await.is_err());
     assert!(state.park(&parked("call-2")).await.is_err());
     assert!(state.pending().await.is_err());
+    assert!(state.history("s").await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,4 +306,105 @@ async fn a_call_parked_at_one_replica_is_announced_at_another_with_its_hints() {
     let call = listed.iter().find(|call| call.id == id).unwrap();
     assert_eq!(call.hints, hints);
     assert_eq!(call.drift, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_history_is_shared_trimmed_stamped_by_redis_and_expires_idle() {
+    let redis = RedisServer::start();
+    let a = RedisState::open(&redis.url(), "history", None).unwrap();
+    let b = RedisState::open(&redis.url(), "history", None).unwrap();
+    let session = SessionKey::new(SessionKind::Named, "alice", "chat-1");
+    let limits = HistoryLimits {
+        max_calls: 2,
+        idle: Duration::from_millis(1_500),
+    };
+    let called = |id: &str, upstream: &str| HistoryEvent::Called {
+        id: id.to_owned(),
+        upstream: upstream.to_owned(),
+        tool: "fetch".to_owned(),
+        hints: HeldHints([true, false, true, true]),
+    };
+    let before = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    a.record_history(session.as_str(), &called("r1", "web"), limits)
+        .await
+        .unwrap();
+    let finished = HistoryEvent::Finished {
+        id: "r1".to_owned(),
+        outcome: Outcome::Completed,
+        taint: Some(Taint::UntrustedOpenWorld),
+    };
+    b.record_history(session.as_str(), &finished, limits)
+        .await
+        .unwrap();
+    // What a recorded, b reads, and the other way round.
+    let history = b.history(session.as_str()).await.unwrap();
+    assert_eq!(history.calls.len(), 1);
+    let call = &history.calls[0];
+    assert_eq!((call.id.as_str(), call.upstream.as_str()), ("r1", "web"));
+    assert_eq!(call.outcome, Some(Outcome::Completed));
+    assert_eq!(call.taint, Some(Taint::UntrustedOpenWorld));
+    // Stamped by Redis's clock: on this host, within a few seconds of ours.
+    assert!(
+        call.at_ms.abs_diff(before) < 5_000,
+        "{} vs {before}",
+        call.at_ms
+    );
+    assert!(history.now_ms >= call.at_ms);
+    // Another principal's session of the same name shares nothing.
+    let bob = SessionKey::new(SessionKind::Named, "bob", "chat-1");
+    assert!(a.history(bob.as_str()).await.unwrap().calls.is_empty());
+    // Trimmed to its last 2 calls' events (4).
+    for id in ["w1", "w2", "w3"] {
+        b.record_history(session.as_str(), &called(id, "notes"), limits)
+            .await
+            .unwrap();
+    }
+    let ids: Vec<String> = a
+        .history(session.as_str())
+        .await
+        .unwrap()
+        .calls
+        .into_iter()
+        .map(|call| call.id)
+        .collect();
+    assert_eq!(
+        ids,
+        ["w1", "w2", "w3"],
+        "r1's Called was trimmed, with it r1"
+    );
+    // Idle past 1.5 s: gone, waited for with a bound.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if a.history(session.as_str()).await.unwrap().calls.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the history never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_history_line_the_gateway_cannot_read_makes_the_history_unknown() {
+    let redis = RedisServer::start();
+    let state = RedisState::open(&redis.url(), "garbled", None).unwrap();
+    let session = SessionKey::new(SessionKind::Principal, "alice", "");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("garbled:history:{}", session.as_str());
+    let _: usize = redis::AsyncCommands::rpush(&mut connection, &key, "12 {not json")
+        .await
+        .unwrap();
+    let error = state.history(session.as_str()).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("holds an event this gateway cannot read"),
+        "{error}"
+    );
 }

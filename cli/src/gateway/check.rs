@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use crate::args::CheckArgs;
 use mcp_hints_gateway::config::{self, Config, defaults::LOCAL_PRINCIPAL};
 use mcp_hints_gateway::front::{self, ServedTool};
-use mcp_hints_gateway::policy::{self, CallScope, Policy, Ruling, Verdict};
+use mcp_hints_gateway::policy::{self, CallScope, Lookback, Policy, Ruling, Verdict};
+use mcp_hints_gateway::session::History;
 use mcp_hints_gateway::state::{RedisState, SharedState, StateError};
 use mcp_hints_gateway::{approval, log};
 
@@ -241,6 +242,8 @@ fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
         // scopes, so a scoped rule is never theirs.
         scopes: &[],
         hints: &tool.hints,
+        // A first call: its session has no history yet.
+        history: Lookback::Known(&History::default()),
     };
     let verdict = match policy.rule(&call) {
         Ruling::Decided(verdict) => verdict,

@@ -2,7 +2,7 @@
 //!
 //! The format is the one in the README's "Gateway" section: `[gateway]`,
 //! `[listen]`, `[admin]`, `[approval]`, `[[client]]`, `[auth]`, `[log]`,
-//! `[lock]`, `[policy]`, `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
+//! `[lock]`, `[policy]`, `[state]`, `[session]`, `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
 //! later is checked here, at start, and each problem is named with the file,
 //! line and column and the key path (`rule[2].limit`, indices from 0, as in
 //! the audit log's rule names), so an operator fixes the file once instead
@@ -88,6 +88,20 @@ pub mod defaults {
     /// issuer's keys are used before they are fetched again (so a key the
     /// issuer retired stops verifying within it).
     pub const JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+    /// `[session] idle_secs` when absent: 30 minutes, how long a
+    /// session's history lasts after its last call (and, for a client
+    /// that names no session under 2026-07-28, how long a pause ends its
+    /// principal's session).
+    pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+    /// `[session] max_calls` when absent: 256, the most calls a session's
+    /// history keeps (the oldest go first).
+    pub const SESSION_MAX_CALLS: u32 = 256;
+    /// The largest `[session] max_calls`: 10,000.
+    pub const MAX_SESSION_MAX_CALLS: u32 = 10_000;
+    /// The largest `count.more_than` of a rule: one less than the most
+    /// calls a history can keep, or the count could never be reached.
+    pub const MAX_COUNT: u32 = MAX_SESSION_MAX_CALLS - 1;
+
     /// `[auth] jwks_min_refresh_secs` when absent: 30 s, the least time
     /// between two fetches of the keys, so that tokens naming unknown keys
     /// cannot make the gateway hammer the issuer.
@@ -122,6 +136,9 @@ pub struct Config {
     /// `[state]`: where the state replicas share lives (in this process
     /// when absent).
     pub state: StateConfig,
+    /// `[session]`: how long and how much of each session's history is
+    /// kept, for the rules that look back.
+    pub session: SessionConfig,
     /// `[[upstream]]`, in file order; names are unique.
     pub upstreams: Vec<UpstreamConfig>,
     /// `[[assert]]`, in file order (a later assert outranks an earlier one).
@@ -497,6 +514,41 @@ pub struct StateConfig {
     pub rate_limit_fallback: RateLimitFallback,
 }
 
+/// `[session]`: the history the gateway keeps of each session when a
+/// rule looks back (`after`, `count`; [`crate::session`] says what a
+/// session is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// `idle_secs` (default [`defaults::SESSION_IDLE`]): how long a
+    /// session's history lasts after its last call; a principal that names
+    /// no session (under 2026-07-28) starts a new one after this long
+    /// without a call.
+    pub idle: Duration,
+    /// `max_calls` (default [`defaults::SESSION_MAX_CALLS`], at most
+    /// [`defaults::MAX_SESSION_MAX_CALLS`]): the most calls kept per
+    /// session; the oldest go first.
+    pub max_calls: u32,
+}
+
+impl Default for SessionConfig {
+    fn default() -> SessionConfig {
+        SessionConfig {
+            idle: defaults::SESSION_IDLE,
+            max_calls: defaults::SESSION_MAX_CALLS,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// What a backend keeps of one session.
+    pub fn limits(&self) -> crate::session::HistoryLimits {
+        crate::session::HistoryLimits {
+            max_calls: self.max_calls,
+            idle: self.idle,
+        }
+    }
+}
+
 /// `[state] rate_limit_fallback`: a rate limit's decision while the shared
 /// state cannot be reached. Either way the audit entry says the decision
 /// was degraded.
@@ -630,6 +682,22 @@ pub struct RuleConfig {
     /// `when` (default none): predicates over the effective hints; all must
     /// hold.
     pub when: Vec<Predicate>,
+    /// `after` (default none): conditions on the session's earlier calls;
+    /// each must hold of at least one of them
+    /// ([`Condition`](crate::session::Condition): `"open_world"`,
+    /// `"upstream:web and not read_only"`, `"tool:fetch*"`, `"tainted"`).
+    pub after: Vec<crate::session::Condition>,
+    /// `count` (default none): `{ of = "destructive", more_than = 3,
+    /// within_secs = 60 }`, which holds when the session already made
+    /// `more_than` calls meeting `of` in the last `within_secs`.
+    pub count: Option<crate::session::CountCondition>,
+}
+
+impl RuleConfig {
+    /// Whether the rule reads the session's history (`after` or `count`).
+    pub fn looks_back(&self) -> bool {
+        !self.after.is_empty() || self.count.is_some()
+    }
 }
 
 /// A rule's action, with the keys each one takes.

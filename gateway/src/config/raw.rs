@@ -101,6 +101,23 @@ pub(super) struct RawState {
     pub(super) rate_limit_fallback: Option<Spanned<RateLimitFallback>>,
 }
 
+/// `[session]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSession {
+    pub(super) idle_secs: Option<Spanned<u64>>,
+    pub(super) max_calls: Option<Spanned<u32>>,
+}
+
+/// A rule's `count`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCount {
+    pub(super) of: Option<Spanned<String>>,
+    pub(super) more_than: Spanned<u32>,
+    pub(super) within_secs: Spanned<u64>,
+}
+
 /// `[policy]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,4 +192,6 @@ pub(super) struct RawRule {
     pub(super) on_expiry: Option<Spanned<Expiry>>,
     pub(super) limit: Option<Spanned<u32>>,
     pub(super) window_secs: Option<Spanned<u64>>,
+    pub(super) after: Option<Vec<Spanned<String>>>,
+    pub(super) count: Option<Spanned<RawCount>>,
 }

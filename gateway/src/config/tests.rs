@@ -1376,3 +1376,104 @@ fn the_session_cookie_is_secure_unless_the_admin_endpoint_is_loopback() {
         .starts_with("/etc/gw/gateway.toml:5:17: admin.secure_cookie: ")
     );
 }
+
+#[test]
+fn rules_that_look_back_read_their_after_count_and_session() {
+    let config = read(&format!(
+        "{LOG}{UPSTREAMS}[session]\nidle_secs = 600\nmax_calls = 50\n\
+         [[rule]]\naction = \"require_approval\"\nwhen = [\"open_world\", \"not read_only\"]\n\
+         after = [\"open_world\", \"upstream:web and tainted\", \"tool:fetch*\"]\n\
+         [[rule]]\naction = \"deny\"\ncount = {{ of = \"destructive\", more_than = 3, within_secs = 60 }}\n"
+    ))
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(config.session.idle, Duration::from_secs(600));
+    assert_eq!(config.session.max_calls, 50);
+    let after: Vec<String> = config.rules[0]
+        .after
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        after,
+        ["open_world", "upstream:web and tainted", "tool:fetch*"]
+    );
+    let count = config.rules[1].count.as_ref().unwrap();
+    assert_eq!(count.more_than, 3);
+    assert_eq!(count.within, Duration::from_secs(60));
+    assert_eq!(count.to_string(), "more than 3 destructive calls in 60 s");
+    assert!(config.rules[0].looks_back() && config.rules[1].looks_back());
+    // Without `[session]`, its defaults.
+    let plain = read(&format!("{LOG}{UPSTREAMS}")).unwrap();
+    assert_eq!(plain.session, SessionConfig::default());
+    assert_eq!(plain.session.idle, defaults::SESSION_IDLE);
+}
+
+#[test]
+fn bad_look_backs_are_named_where_they_are() {
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\"open_word\"]\n"
+        )),
+        "/etc/gw/gateway.toml:12:10: rule[0].after[0]: unknown term `open_word` (did you mean \
+         `open_world`?); a term is a hint predicate (`open_world`, `not read_only`, ...), \
+         `tool:GLOB`, `upstream:GLOB`, `tainted` or `*`, and terms are joined by ` and `"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\"open_world\", \"upstream:wbe\"]\n"
+        )),
+        "/etc/gw/gateway.toml:12:24: rule[0].after[1]: `upstream:wbe` matches no upstream; the \
+         upstreams are `memory`, `web`"
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\"tool:[x\"]\n"
+        ))
+        .starts_with("/etc/gw/gateway.toml:12:10: rule[0].after[0]: `tool:[x` is not a glob")
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\" \"]\n"
+        ))
+        .contains("rule[0].after[0]: is empty")
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\n\
+             count = {{ more_than = 0, within_secs = 60 }}\n"
+        )),
+        "/etc/gw/gateway.toml:12:23: rule[0].count.more_than: must be at least 1 (earlier \
+         calls); a rule without `count` matches from the first call"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[session]\nmax_calls = 10\n[[rule]]\naction = \"deny\"\n\
+             count = {{ more_than = 10, within_secs = 60 }}\n"
+        )),
+        "/etc/gw/gateway.toml:14:23: rule[0].count.more_than: must be less than `[session] \
+         max_calls` (10): a session's history keeps no more calls, so the count would never be \
+         reached"
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\n\
+             count = {{ of = \"destructiv\", more_than = 2, within_secs = 60 }}\n"
+        ))
+        .contains("rule[0].count.of: unknown term `destructiv` (did you mean `destructive`?)")
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\ncount = {{ more_than = 2 }}\n"
+        ))
+        .contains("within_secs")
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[session]\nmax_calls = 0\n")),
+        "/etc/gw/gateway.toml:4:13: session.max_calls: must be from 1 to 10000 (calls kept per \
+         session)"
+    );
+    assert_eq!(
+        problem(&format!("{LOG}[session]\nidle_secs = 0\n")),
+        "/etc/gw/gateway.toml:4:13: session.idle_secs: must be at least 1 (seconds)"
+    );
+}

@@ -15,16 +15,18 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawGateway, RawListen,
-    RawLock, RawLog, RawPolicy, RawRule, RawState, RawUpstream,
+    RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
+    RawListen, RawLock, RawLog, RawPolicy, RawRule, RawSession, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
     Admin, ApprovalConfig, ApproverSignIn, Assert, AuthConfig, Client, Config, DefaultAction,
     GatewayConfig, Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction,
-    RuleConfig, Secret, StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
+    RuleConfig, Secret, SessionConfig, StateConfig, UpstreamConfig, UpstreamTransport, defaults,
+    is_name,
 };
 use crate::policy::Expiry;
+use crate::session::{Condition, CountCondition, Term};
 
 /// Reads and checks the config `text`, read from `path`, with `env` for
 /// `token_env` variables: the config, or every problem found, in file
@@ -52,7 +54,7 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 13] = [
+const SECTIONS: [(&str, bool); 14] = [
     ("gateway", false),
     ("listen", false),
     ("admin", false),
@@ -61,6 +63,7 @@ const SECTIONS: [(&str, bool); 13] = [
     ("auth", false),
     ("log", false),
     ("lock", false),
+    ("session", false),
     ("policy", false),
     ("state", false),
     ("upstream", true),
@@ -143,6 +146,7 @@ impl Reader<'_> {
         let lock = section("lock").map(|value| self.table::<RawLock>("lock", value));
         let policy = section("policy").map(|value| self.table::<RawPolicy>("policy", value));
         let state = section("state").map(|value| self.table::<RawState>("state", value));
+        let session = section("session").map(|value| self.table::<RawSession>("session", value));
         let upstreams = self.array::<RawUpstream>("upstream", section("upstream"));
         let asserts = self.array::<RawAssert>("assert", section("assert"));
         let rules = self.array::<RawRule>("rule", section("rule"));
@@ -171,6 +175,13 @@ impl Reader<'_> {
             })
         });
         let state = state.map(|raw| raw.and_then(|(raw, _)| self.state(raw)));
+        let session = session.map(|raw| raw.and_then(|(raw, _)| self.session(raw)));
+        // A broken `[session]` is reported there; counts are held to the
+        // default meanwhile.
+        let max_calls = match &session {
+            Some(Some(session)) => session.max_calls,
+            _ => defaults::SESSION_MAX_CALLS,
+        };
         // Every name that was read, valid or not: a rule naming an upstream
         // whose own table is broken gets no second, misleading problem.
         let names: Vec<String> = upstreams
@@ -202,7 +213,9 @@ impl Reader<'_> {
             .into_iter()
             .enumerate()
             .map(|(index, raw)| {
-                raw.and_then(|(raw, _)| self.rule(index, raw, &names, &principals, with_auth))
+                raw.and_then(|(raw, _)| {
+                    self.rule(index, raw, &names, &principals, with_auth, max_calls)
+                })
             })
             .collect();
         if let (Some(Some((_, Some(span)))), None) = (&listen, &admin) {
@@ -228,6 +241,7 @@ impl Reader<'_> {
             lock: present(lock)?,
             policy: present(policy)?.unwrap_or_default(),
             state: present(state)?.unwrap_or_default(),
+            session: present(session)?.unwrap_or_default(),
             upstreams: upstreams.into_iter().collect::<Option<_>>()?,
             asserts: asserts.into_iter().collect::<Option<_>>()?,
             rules: rules.into_iter().collect::<Option<_>>()?,
@@ -623,6 +637,34 @@ impl Reader<'_> {
                 .rate_limit_fallback
                 .map(Spanned::into_inner)
                 .unwrap_or_default(),
+        })
+    }
+
+    /// `[session]`: an idle time in seconds, and a `max_calls` from 1 to
+    /// [`defaults::MAX_SESSION_MAX_CALLS`].
+    fn session(&mut self, raw: RawSession) -> Option<SessionConfig> {
+        let idle = match &raw.idle_secs {
+            Some(secs) => self.seconds("session.idle_secs", secs),
+            None => Some(defaults::SESSION_IDLE),
+        };
+        let max_calls = match &raw.max_calls {
+            Some(max) if !(1..=defaults::MAX_SESSION_MAX_CALLS).contains(max.get_ref()) => {
+                self.at(
+                    max.span(),
+                    "session.max_calls",
+                    format!(
+                        "must be from 1 to {} (calls kept per session)",
+                        defaults::MAX_SESSION_MAX_CALLS
+                    ),
+                );
+                None
+            }
+            Some(max) => Some(*max.get_ref()),
+            None => Some(defaults::SESSION_MAX_CALLS),
+        };
+        Some(SessionConfig {
+            idle: idle?,
+            max_calls: max_calls?,
         })
     }
 
@@ -1386,6 +1428,7 @@ impl Reader<'_> {
         upstreams: &[String],
         principals: &[String],
         with_auth: bool,
+        max_calls: u32,
     ) -> Option<RuleConfig> {
         let path = format!("rule[{index}]");
         let mut ok = self.keys_fit_action(&path, &raw);
@@ -1424,6 +1467,20 @@ impl Reader<'_> {
                 }
             }
         }
+        let mut after = Vec::new();
+        for (position, text) in raw.after.iter().flatten().enumerate() {
+            match condition(text.get_ref(), upstreams) {
+                Ok(condition) => after.push(condition),
+                Err(message) => {
+                    self.at(text.span(), format!("{path}.after[{position}]"), message);
+                    ok = false;
+                }
+            }
+        }
+        let count = match &raw.count {
+            Some(count) => self.count(&path, count, upstreams, max_calls).map(Some),
+            None => Some(None),
+        };
         let action = self.rule_action(&path, &raw);
         let rule = RuleConfig {
             action: action?,
@@ -1432,8 +1489,63 @@ impl Reader<'_> {
             principal: principal?,
             scope: scope?,
             when,
+            after,
+            count: count?,
         };
         ok.then_some(rule)
+    }
+
+    /// A rule's `count`: `of` a condition (default `*`), `more_than` from
+    /// 1 to one less than `[session] max_calls` (a history never holds
+    /// more), `within_secs` as any `*_secs`.
+    fn count(
+        &mut self,
+        path: &str,
+        raw: &Spanned<RawCount>,
+        upstreams: &[String],
+        max_calls: u32,
+    ) -> Option<CountCondition> {
+        let raw_count = raw.get_ref();
+        let of = match &raw_count.of {
+            Some(text) => match condition(text.get_ref(), upstreams) {
+                Ok(of) => Some(of),
+                Err(message) => {
+                    self.at(text.span(), format!("{path}.count.of"), message);
+                    None
+                }
+            },
+            None => Some(Condition {
+                terms: vec![Term::Any],
+            }),
+        };
+        let more_than = *raw_count.more_than.get_ref();
+        let more_than = if more_than == 0 {
+            self.at(
+                raw_count.more_than.span(),
+                format!("{path}.count.more_than"),
+                "must be at least 1 (earlier calls); a rule without `count` matches from the \
+                 first call",
+            );
+            None
+        } else if more_than >= max_calls {
+            self.at(
+                raw_count.more_than.span(),
+                format!("{path}.count.more_than"),
+                format!(
+                    "must be less than `[session] max_calls` ({max_calls}): a session's history \
+                     keeps no more calls, so the count would never be reached"
+                ),
+            );
+            None
+        } else {
+            Some(more_than)
+        };
+        let within = self.seconds(&format!("{path}.count.within_secs"), &raw_count.within_secs);
+        Some(CountCondition {
+            of: of?,
+            more_than: more_than?,
+            within: within?,
+        })
     }
 
     /// Whether every key of the rule at `path` belongs to its action (a
@@ -1579,6 +1691,68 @@ pub(super) fn predicate(text: &str) -> Result<Predicate, String> {
             suggestion(name, &names)
         )),
     }
+}
+
+/// A look-back condition (`after`, `count.of`): terms joined by ` and `,
+/// each a hint predicate, `tool:GLOB`, `upstream:GLOB` (matching a
+/// configured upstream, when any were read), `tainted` or `*`.
+pub(super) fn condition(text: &str, upstreams: &[String]) -> Result<Condition, String> {
+    const TERMS: &str = "a term is a hint predicate (`open_world`, `not read_only`, ...), \
+                         `tool:GLOB`, `upstream:GLOB`, `tainted` or `*`, and terms are joined \
+                         by ` and `";
+    if text.trim().is_empty() {
+        return Err(format!("is empty; {TERMS}"));
+    }
+    let mut terms = Vec::new();
+    for term in text.split(" and ").map(str::trim) {
+        let glob = |kind: &str, glob: &str| {
+            Pattern::new(glob).map_err(|error| {
+                format!(
+                    "`{kind}:{glob}` is not a glob: {} (at character {})",
+                    error.msg, error.pos
+                )
+            })
+        };
+        let parsed = if term == "*" {
+            Term::Any
+        } else if term == "tainted" {
+            Term::Tainted
+        } else if let Some(tool) = term.strip_prefix("tool:") {
+            Term::Tool(glob("tool", tool)?)
+        } else if let Some(upstream) = term.strip_prefix("upstream:") {
+            let pattern = glob("upstream", upstream)?;
+            if !upstreams.is_empty() && !upstreams.iter().any(|name| pattern.matches(name)) {
+                let names: Vec<&str> = upstreams.iter().map(String::as_str).collect();
+                let listed = names
+                    .iter()
+                    .map(|name| format!("`{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(format!(
+                    "`upstream:{upstream}` matches no upstream{}; the upstreams are {listed}",
+                    suggestion(upstream, &names)
+                ));
+            }
+            Term::Upstream(pattern)
+        } else {
+            match predicate(term) {
+                Ok(predicate) => Term::Hint(predicate),
+                Err(_) => {
+                    let (_, name) = term.split_once("not ").unwrap_or(("", term));
+                    let mut known: Vec<&str> =
+                        Predicate::NAMES.iter().map(|(name, _)| *name).collect();
+                    known.push("tainted");
+                    return Err(format!(
+                        "unknown term `{}`{}; {TERMS}",
+                        mcp_hints_core::escape::one_line(term),
+                        suggestion(name, &known)
+                    ));
+                }
+            }
+        };
+        terms.push(parsed);
+    }
+    Ok(Condition { terms })
 }
 
 /// ` (did you mean `X`?)` when one of `known` is close to `given`.

@@ -24,7 +24,11 @@ use crate::approval::{Approvals, Drift, DriftDiff, DriftLock, Parked, Resolution
 use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
-use crate::policy::{CallScope, Expiry, Ruling, Verdict};
+use crate::policy::{CallScope, Expiry, Lookback, Ruling, Verdict};
+use crate::session::{
+    EarlierCall, HeldHints, History, HistoryEvent, SESSION_META_KEY, SessionKey, SessionKind,
+    Taint, session_name_problem,
+};
 use crate::state::{StateError, Window};
 use crate::upstream::Upstream;
 use crate::{Error, defaults, namespaced, split};
@@ -82,6 +86,7 @@ impl CallRecord {
             attempts,
             degraded: None,
             by: None,
+            earlier: None,
             phase,
         }
     }
@@ -98,6 +103,8 @@ struct Call {
     /// The scopes of the caller's OAuth token, for the rules that name
     /// one; none for a `[[client]]` token and stdio.
     scopes: Arc<[String]>,
+    /// Its session, when a rule looks back (none is kept otherwise).
+    session: Option<SessionKey>,
 }
 
 /// The policy's verdict on a call, with the audit log's words for it.
@@ -107,9 +114,13 @@ struct Decided {
     /// The rule that decided, as [`Policy::describe`](crate::policy::Policy::describe)
     /// names it; `None`: the default.
     rule: Option<String>,
-    /// Why the shared state could not count the call, when it could not:
-    /// the audit entry's `degraded`.
+    /// Why the shared state could not count the call or read its
+    /// session's history, when it could not: the audit entry's
+    /// `degraded`.
     degraded: Option<String>,
+    /// The earlier calls that made a rule that looks back decide: the
+    /// audit entry's `earlier`.
+    earlier: Option<Vec<EarlierCall>>,
 }
 
 /// Why, how long and under which rule a call waits for an approver.
@@ -161,6 +172,9 @@ impl Front {
     ) -> Step<Answer> {
         let mut call = self.resolve(request, &principal.name).await?;
         call.scopes = principal.scopes.clone();
+        if self.gateway.policy.looks_back() {
+            call.session = Some(self.session(&principal.name, context).map_err(Box::new)?);
+        }
         // Boxed, like every wait for an approver below: the common path's
         // future stays small, and rmcp moves it whole into each request's
         // task.
@@ -217,7 +231,45 @@ impl Front {
             record,
             arguments,
             scopes: Arc::from([]),
+            session: None,
         })
+    }
+
+    /// The session of a call of `principal` ([`crate::session`]): the
+    /// transport's (a stdio front's, or `Mcp-Session-Id`), else the one
+    /// the client names in `_meta["mcp-hints/session"]`, else the
+    /// principal's own.
+    ///
+    /// # Errors
+    ///
+    /// A JSON-RPC invalid-params error ([`Error::BadSessionName`]) when
+    /// the client names a session that is not a string of 1 to 128 visible
+    /// ASCII characters.
+    fn session(
+        &self,
+        principal: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<SessionKey, Answer> {
+        let transport = self.stdio_session.clone().or_else(|| {
+            context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("mcp-session-id"))
+                .and_then(|id| id.to_str().ok())
+                .map(str::to_owned)
+        });
+        if let Some(id) = transport {
+            return Ok(SessionKey::new(SessionKind::Transport, principal, &id));
+        }
+        let bad = |problem: String| Err(Err(ErrorData::from(Error::BadSessionName { problem })));
+        match context.meta.get(SESSION_META_KEY) {
+            None => Ok(SessionKey::new(SessionKind::Principal, principal, "")),
+            Some(Value::String(name)) => match session_name_problem(name) {
+                None => Ok(SessionKey::new(SessionKind::Named, principal, name)),
+                Some(problem) => bad(problem),
+            },
+            Some(other) => bad(format!("is {}", json_kind(other))),
+        }
     }
 
     /// The refusal of a call of `name` whose upstream never listed its
@@ -412,18 +464,40 @@ impl Front {
     /// [`record`](Front::record) has written it.
     async fn decide(&self, call: &Call) -> Decided {
         let policy = &self.gateway.policy;
-        let scope = CallScope {
+        let mut scope = CallScope {
             upstream: &call.listed.upstream.name,
             tool: &call.listed.tool,
             principal: &call.record.principal,
             scopes: &call.scopes,
             hints: &call.listed.hints,
+            history: Lookback::Unknown,
         };
-        let (verdict, degraded) = match policy.rule(&scope) {
-            Ruling::Decided(verdict) => (verdict, None),
+        let mut degraded = Vec::new();
+        let history: Option<History> = match &call.session {
+            Some(session) if policy.needs_history(&scope) => {
+                match self.gateway.state.history(session.as_str()).await {
+                    Ok(history) => Some(history),
+                    Err(error) => {
+                        degraded.push(format!(
+                            "{}; rules that look back fail closed",
+                            escape::one_line(&error.to_string())
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some(history) = &history {
+            scope.history = Lookback::Known(history);
+        }
+        let verdict = match policy.rule(&scope) {
+            Ruling::Decided(verdict) => verdict,
             Ruling::Count(rules) => {
                 let windows = policy.windows(&rules);
-                self.count(&call.record.principal, &windows).await
+                let (verdict, count_degraded) = self.count(&call.record.principal, &windows).await;
+                degraded.extend(count_degraded);
+                verdict
             }
         };
         let (decision, rule) = match &verdict {
@@ -432,11 +506,16 @@ impl Front {
             Verdict::RequireApproval { rule, .. } => (Decision::RequireApproval, Some(*rule)),
             Verdict::RateLimited { rule, .. } => (Decision::RateLimited, Some(*rule)),
         };
+        let earlier = rule
+            .zip(history.as_ref())
+            .map(|(rule, history)| policy.earlier(rule, history))
+            .filter(|earlier| !earlier.is_empty());
         Decided {
             verdict,
             decision,
             rule: rule.map(|rule| policy.describe(rule)),
-            degraded,
+            degraded: (!degraded.is_empty()).then(|| degraded.join("; ")),
+            earlier,
         }
     }
 
@@ -484,6 +563,7 @@ impl Front {
             None,
         );
         entry.degraded.clone_from(&decided.degraded);
+        entry.earlier.clone_from(&decided.earlier);
         self.gateway
             .record(&entry)
             .await
@@ -703,6 +783,7 @@ impl Front {
             listed,
             record,
             arguments,
+            session,
             ..
         } = call;
         let upstream = &listed.upstream;
@@ -715,6 +796,15 @@ impl Front {
                 return Ok(unavailable(&name, &upstream.name, &reason.to_string()));
             }
         };
+        if let Some(session) = &session {
+            let called = HistoryEvent::Called {
+                id: record.id.clone(),
+                upstream: upstream.name.clone(),
+                tool: listed.tool.clone(),
+                hints: HeldHints::of(&listed.hints),
+            };
+            self.remember(session, &record.id, &called).await;
+        }
         let sent = ToolCall::new(listed.tool.clone()).arguments(arguments);
         let started = std::time::Instant::now();
         // Boxed: the replay-safe client's future is kilobytes (its retry
@@ -732,6 +822,18 @@ impl Front {
         self.gateway
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
+        if let Some(session) = &session {
+            // Before the answer goes back: the client's next call must see
+            // what this result brought into its context.
+            let taint = (!upstream.trusted() && listed.hints.holds(mcp_hints::Hint::OpenWorld))
+                .then_some(Taint::UntrustedOpenWorld);
+            let finished = HistoryEvent::Finished {
+                id: record.id.clone(),
+                outcome,
+                taint,
+            };
+            self.remember(session, &record.id, &finished).await;
+        }
         if let Err(error) = self
             .finish(&record, decision, rule, outcome, Some(attempts))
             .await
@@ -748,6 +850,27 @@ impl Front {
             );
         }
         result
+    }
+
+    /// Adds `event` of call `id` to `session`'s history. One that cannot
+    /// be added is said as an event, and the call goes on: a later call
+    /// whose rules look back reads the same shared state, and fails closed
+    /// while it is unreachable.
+    async fn remember(&self, session: &SessionKey, id: &str, event: &HistoryEvent) {
+        let limits = self.gateway.config.session.limits();
+        if let Err(error) = self
+            .gateway
+            .state
+            .record_history(session.as_str(), event, limits)
+            .await
+        {
+            let error = escape::one_line(&error.to_string()).into_owned();
+            tracing::warn!(
+                call_id = %id,
+                %error,
+                "call {id} could not be added to its session's history: {error}"
+            );
+        }
     }
 
     /// The client's answer to what the replay-safe client made of the call
@@ -980,6 +1103,18 @@ fn measured_outcome(outcome: &Result<CallOutcome, CallError>) -> MeasuredOutcome
         Ok(CallOutcome::Completed(_)) => MeasuredOutcome::Result,
         Ok(CallOutcome::DeliveryUnknown(_)) => MeasuredOutcome::DeliveryUnknown,
         Err(_) => MeasuredOutcome::Error,
+    }
+}
+
+/// What kind of JSON value `value` is, for messages: `a number`.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -28,16 +28,18 @@
 //! checked against the drift lock. *Decide*: the policy decides.
 //! *Record*: the `decided` audit entry is written, and only then does
 //! anything go on (a log that cannot be written refuses the call, with
-//! nothing forwarded); a refusal is a tool error naming the rule. *Park*:
+//! nothing forwarded); a refusal is a tool error naming the rule, and a
+//! rule that looked back names, in the entry, the earlier calls that made
+//! it fire. *Park*:
 //! a call that needs approval is parked until an approver decides or it
 //! expires, or is abandoned, never forwarded, when its client withdraws it
 //! first (rmcp cancels the request's token on `notifications/cancelled`, a
 //! closed request stream at 2026-07-28, and a session's end); how it ended
-//! is logged. *Forward*: the call goes through the upstream's replay-safe
-//! client; a lost response that was not resent comes back as a tool error
+//! is logged. *Forward*: the call goes into its session's history (when a
+//! rule looks back), then through the upstream's replay-safe client; a lost response that was not resent comes back as a tool error
 //! saying delivery is unknown, the attempts (and so how often it may have
 //! run), and what to read back. *Finish*: the `finished` entry records the
-//! outcome and the attempts.
+//! outcome and the attempts, and the session's history how it ended.
 //!
 //! # Tool names
 //!
@@ -94,6 +96,9 @@ pub use crate::upstream::{StopOnDrop, UNAVAILABLE_META_KEY};
 pub(crate) struct Front {
     gateway: Arc<Gateway>,
     principal: Option<Principal>,
+    /// The session of a stdio client, the one client of its front: a v4
+    /// UUID made when the front is (HTTP requests carry theirs).
+    stdio_session: Option<String>,
 }
 
 impl Front {
@@ -104,6 +109,7 @@ impl Front {
             principal: Some(Principal::unscoped(
                 crate::config::defaults::LOCAL_PRINCIPAL,
             )),
+            stdio_session: Some(uuid::Uuid::new_v4().to_string()),
         }
     }
 
@@ -113,6 +119,7 @@ impl Front {
         Front {
             gateway,
             principal: None,
+            stdio_session: None,
         }
     }
 

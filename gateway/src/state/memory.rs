@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use mcp_hints::fingerprint::PinnedTool;
@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 
 use super::{BudgetUse, Counted, SharedState, StateError, Window};
 use crate::approval::{DriftLock, Parked, Resolution};
+use crate::session::{History, HistoryEvent, HistoryLimits};
 
 /// How long a resolution stays readable after the call was resolved: long
 /// enough for any waiting call's poll to find it.
@@ -44,6 +45,29 @@ pub struct InProcess {
     budgets: Mutex<HashMap<String, VecDeque<(u64, BudgetUse)>>>,
     /// What the seconds of `budgets` count from.
     epoch: Instant,
+    /// Each session's history by its key. Every record sweeps out, at
+    /// most once per [`HISTORY_SWEEP`], the histories idle past their
+    /// time, so the map holds about the sessions active within
+    /// `[session] idle_secs`.
+    histories: Mutex<Histories>,
+}
+
+/// How often recording a history also sweeps out the idle ones.
+const HISTORY_SWEEP: Duration = Duration::from_secs(10);
+
+/// The sessions' histories, and when they were last swept.
+#[derive(Debug)]
+struct Histories {
+    by_session: HashMap<String, SessionLog>,
+    swept: Instant,
+}
+
+/// One session's events, each with its time in ms since the Unix epoch,
+/// oldest first, and when it is forgotten.
+#[derive(Debug)]
+struct SessionLog {
+    events: VecDeque<(u64, HistoryEvent)>,
+    expires: Instant,
 }
 
 /// The kept resolutions, and their ids oldest first: pruning takes from
@@ -87,6 +111,56 @@ impl InProcess {
             drift: drift.map(tokio::sync::Mutex::new),
             budgets: Mutex::default(),
             epoch: Instant::now(),
+            histories: Mutex::new(Histories {
+                by_session: HashMap::new(),
+                swept: Instant::now(),
+            }),
+        }
+    }
+
+    /// [`SharedState::record_history`] at `now`, `at_ms` its time since
+    /// the Unix epoch (tests pass their own).
+    pub(crate) fn record_history_at(
+        &self,
+        session: &str,
+        event: &HistoryEvent,
+        limits: HistoryLimits,
+        now: Instant,
+        at_ms: u64,
+    ) {
+        let mut histories = held(&self.histories);
+        if now.saturating_duration_since(histories.swept) >= HISTORY_SWEEP {
+            histories.by_session.retain(|_, log| log.expires > now);
+            histories.swept = now;
+        }
+        let log = histories
+            .by_session
+            .entry(session.to_owned())
+            .or_insert_with(|| SessionLog {
+                events: VecDeque::new(),
+                expires: now,
+            });
+        if log.expires <= now {
+            // Idle past its time, not yet swept: a new history.
+            log.events.clear();
+        }
+        log.events.push_back((at_ms, event.clone()));
+        while log.events.len() > limits.max_events() {
+            log.events.pop_front();
+        }
+        log.expires = now + limits.idle;
+    }
+
+    /// [`SharedState::history`] at `now`, `now_ms` its time since the
+    /// Unix epoch.
+    pub(crate) fn history_at(&self, session: &str, now: Instant, now_ms: u64) -> History {
+        let histories = held(&self.histories);
+        match histories.by_session.get(session) {
+            Some(log) if log.expires > now => History::fold(now_ms, log.events.iter().cloned()),
+            _ => History {
+                now_ms,
+                calls: Vec::new(),
+            },
         }
     }
 
@@ -251,9 +325,33 @@ impl SharedState for InProcess {
         Ok(())
     }
 
+    async fn record_history(
+        &self,
+        session: &str,
+        event: &HistoryEvent,
+        limits: HistoryLimits,
+    ) -> Result<(), StateError> {
+        self.record_history_at(session, event, limits, Instant::now(), unix_ms());
+        Ok(())
+    }
+
+    async fn history(&self, session: &str) -> Result<History, StateError> {
+        Ok(self.history_at(session, Instant::now(), unix_ms()))
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         Ok(())
     }
+}
+
+/// Milliseconds since the Unix epoch by this process's clock (0 before
+/// it).
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 #[cfg(test)]
@@ -305,5 +403,64 @@ mod tests {
             used(0, 0)
         );
         assert!(held(&state.budgets)["up:a"].is_empty());
+    }
+
+    fn called(id: &str) -> HistoryEvent {
+        HistoryEvent::Called {
+            id: id.to_owned(),
+            upstream: "notes".to_owned(),
+            tool: "append".to_owned(),
+            hints: crate::session::HeldHints([false, true, false, false]),
+        }
+    }
+
+    #[test]
+    fn a_history_keeps_its_last_calls_until_it_is_idle_past_its_time() {
+        let state = InProcess::new(None);
+        let start = Instant::now();
+        let limits = HistoryLimits {
+            max_calls: 2,
+            idle: Duration::from_secs(60),
+        };
+        for (index, id) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            let at = start + Duration::from_secs(index as u64);
+            state.record_history_at("s1", &called(id), limits, at, 1_000 + index as u64);
+        }
+        let history = state.history_at("s1", start + Duration::from_secs(5), 9_000);
+        assert_eq!(history.now_ms, 9_000);
+        // Four events are kept: the last four calls (no `Finished` here).
+        let ids: Vec<&str> = history.calls.iter().map(|call| call.id.as_str()).collect();
+        assert_eq!(ids, ["b", "c", "d", "e"]);
+        assert_eq!(history.calls[0].at_ms, 1_001);
+        // Another session shares nothing.
+        assert!(state.history_at("s2", start, 0).calls.is_empty());
+        // 60 s after its last event it is gone, and a record then starts
+        // afresh.
+        let idle = start + Duration::from_secs(4 + 60);
+        assert!(state.history_at("s1", idle, 0).calls.is_empty());
+        state.record_history_at("s1", &called("f"), limits, idle, 2_000);
+        let ids: Vec<String> = state
+            .history_at("s1", idle, 2_000)
+            .calls
+            .into_iter()
+            .map(|call| call.id)
+            .collect();
+        assert_eq!(ids, ["f"]);
+    }
+
+    #[test]
+    fn recording_sweeps_out_idle_histories() {
+        let state = InProcess::new(None);
+        let start = Instant::now();
+        let limits = HistoryLimits {
+            max_calls: 4,
+            idle: Duration::from_secs(1),
+        };
+        state.record_history_at("old", &called("a"), limits, start, 0);
+        let later = start + HISTORY_SWEEP + Duration::from_secs(1);
+        state.record_history_at("new", &called("b"), limits, later, 0);
+        let histories = held(&state.histories);
+        assert!(!histories.by_session.contains_key("old"));
+        assert!(histories.by_session.contains_key("new"));
     }
 }

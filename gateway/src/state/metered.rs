@@ -13,6 +13,7 @@ use super::{BudgetUse, Counted, SharedState, StateError, Window};
 use crate::approval::{Parked, Resolution};
 use crate::metrics::Metrics;
 use crate::readiness::Probe;
+use crate::session::{History, HistoryEvent, HistoryLimits};
 
 /// `inner`, its errors counted in `metrics`.
 #[derive(Debug)]
@@ -104,6 +105,19 @@ impl SharedState for Metered {
 
     async fn end_session(&self, id: &str) -> Result<(), StateError> {
         self.counted(self.inner.end_session(id).await)
+    }
+
+    async fn record_history(
+        &self,
+        session: &str,
+        event: &HistoryEvent,
+        limits: HistoryLimits,
+    ) -> Result<(), StateError> {
+        self.counted(self.inner.record_history(session, event, limits).await)
+    }
+
+    async fn history(&self, session: &str) -> Result<History, StateError> {
+        self.counted(self.inner.history(session).await)
     }
 
     async fn ready(&self) -> Result<(), StateError> {

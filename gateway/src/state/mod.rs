@@ -20,6 +20,10 @@
 //! every replica's use ([`SharedState::retry_budget`], asked every
 //! [`BUDGET_REPORT_INTERVAL`]) and its own use since.
 //!
+//! A session's history ([`crate::session`]) is kept here too, so that a
+//! rule that looks back sees the calls every replica forwarded in it,
+//! each stamped by the backend's clock.
+//!
 //! An `initialize`-era session lives in the memory of the replica that
 //! opened it, and only that replica serves it; the shared state records
 //! which replica that is, so that another answers a request for it with a
@@ -40,6 +44,7 @@ pub use self::memory::InProcess;
 pub(crate) use self::metered::Metered;
 pub use self::redis::RedisState;
 use crate::approval::{Parked, Resolution};
+use crate::session::{History, HistoryEvent, HistoryLimits};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -270,6 +275,33 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     /// [`StateError`] when the backend cannot be reached; its record
     /// expires by itself.
     async fn end_session(&self, id: &str) -> Result<(), StateError>;
+
+    /// Appends `event` to the history of the session keyed `session` (a
+    /// [`SessionKey`](crate::session::SessionKey)'s text), stamped with
+    /// the backend's clock, keeping its last
+    /// [`max_events`](HistoryLimits::max_events) and the whole history for
+    /// `limits.idle` after this event.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when it could not be stored; it may or may not have
+    /// been.
+    async fn record_history(
+        &self,
+        session: &str,
+        event: &HistoryEvent,
+        limits: HistoryLimits,
+    ) -> Result<(), StateError>;
+
+    /// The history of the session keyed `session`, as every replica
+    /// recorded it, with the backend's clock now: empty when there is none
+    /// (never, or idle past its `limits.idle`).
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the backend cannot be reached, or holds a
+    /// history this gateway cannot read.
+    async fn history(&self, session: &str) -> Result<History, StateError>;
 
     /// Whether the backend answers now, for `/readyz`.
     ///

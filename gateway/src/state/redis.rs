@@ -21,6 +21,11 @@
 //! - `P:session:ID`: which replica opened a streamable-HTTP session, for
 //!   which principal (`{"principal", "replica"}`), for
 //!   [`SESSION_RECORD_TTL`] at most;
+//! - `P:history:SESSION`: a list of one session's history events, each
+//!   `MS JSON` (the Redis time of it in ms since the Unix epoch, a space,
+//!   the event), oldest first, trimmed to its last events and expiring
+//!   `[session] idle_secs` after the last (`SESSION` is a
+//!   [`SessionKey`](crate::session::SessionKey): hex digits);
 //! - the channel `P:resolved`, on which each resolved call's id is
 //!   published, and `P:newly-parked`, on which each parked call's id is.
 //!
@@ -41,6 +46,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::memory::RESOLVED_RETENTION;
 use super::{BudgetUse, Counted, SESSION_RECORD_TTL, SharedState, StateError, Window};
 use crate::approval::{DriftLock, Parked, Resolution};
+use crate::session::{History, HistoryEvent, HistoryLimits};
 
 const BACKEND: &str = "redis";
 
@@ -146,6 +152,33 @@ if #old > 0 then
 end
 redis.call('EXPIRE', KEYS[1], span + 1)
 return {calls, resends}
+"#,
+    )
+});
+
+/// Appends `ARGV[1]`, stamped `MS ` with Redis's time in ms, to the
+/// history `KEYS[1]`, keeps its last `ARGV[2]` events, and makes it expire
+/// `ARGV[3]` ms from now.
+static RECORD_HISTORY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('RPUSH', KEYS[1], ms .. ' ' .. ARGV[1])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return ms
+"#,
+    )
+});
+
+/// Redis's time in ms and the history `KEYS[1]`, oldest first.
+static READ_HISTORY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {ms, redis.call('LRANGE', KEYS[1], 0, -1)}
 "#,
     )
 });
@@ -537,6 +570,49 @@ impl SharedState for RedisState {
             .await
             .map_err(unavailable)?;
         Ok(())
+    }
+
+    async fn record_history(
+        &self,
+        session: &str,
+        event: &HistoryEvent,
+        limits: HistoryLimits,
+    ) -> Result<(), StateError> {
+        let event = serde_json::to_string(event).map_err(unavailable)?;
+        let _: u64 = RECORD_HISTORY
+            .key(self.key(&["history", session]))
+            .arg(event)
+            .arg(limits.max_events().max(1))
+            .arg(millis(limits.idle))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn history(&self, session: &str) -> Result<History, StateError> {
+        let key = self.key(&["history", session]);
+        let (now_ms, lines): (u64, Vec<String>) = read(|| {
+            let (mut connection, key) = (self.connection.clone(), key.clone());
+            async move { READ_HISTORY.key(key).invoke_async(&mut connection).await }
+        })
+        .await?;
+        let mut events = Vec::with_capacity(lines.len());
+        for line in &lines {
+            let parsed = line.split_once(' ').and_then(|(ms, event)| {
+                Some((ms.parse::<u64>().ok()?, serde_json::from_str(event).ok()?))
+            });
+            // A line this gateway cannot read (another version's, or not
+            // the gateway's at all) makes the history unknown, not
+            // shorter: rules that look back then fail closed.
+            let Some(event) = parsed else {
+                return Err(unavailable(format!(
+                    "session history `{key}` holds an event this gateway cannot read"
+                )));
+            };
+            events.push(event);
+        }
+        Ok(History::fold(now_ms, events))
     }
 
     async fn ready(&self) -> Result<(), StateError> {
