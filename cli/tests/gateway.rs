@@ -1,8 +1,8 @@
 //! `mcp-hints gateway serve` as a real process, in front of real upstreams
-//! (the example `notes` server and the npm `server-memory`, both over
-//! stdio), driven over streamable HTTP on loopback by the official MCP
-//! Python SDK's client (tests/fixtures/gateway_client.py, run with the
-//! venv tests/peers installs).
+//! (the example `notes` server, npm and PyPI servers, over stdio), driven
+//! over streamable HTTP on loopback by the official MCP Python SDK's client
+//! (tests/fixtures/gateway_client.py, run with the venv tests/peers
+//! installs).
 
 mod peers;
 mod support;
@@ -571,6 +571,96 @@ window_secs = 600
     ]
     .map(|(tool, decision)| (tool.to_owned(), decision.to_owned()));
     assert_eq!(decisions, expected);
+}
+
+/// A sentence with a planted secret (AWS's documented example key) among
+/// ordinary words, for a page that `mcp-server-fetch` fetches.
+const PLANTED: &str = "The deploy key for the staging bucket is AKIAIOSFODNN7EXAMPLE and it must \
+                       not leave this page.";
+
+#[test]
+fn pypi_fetch_upstream_fetches_a_loopback_page_with_its_declared_hints() {
+    let dir = scratch("fetch");
+    let page = peers::ServedPage::serve(&format!(
+        "<!DOCTYPE html>\n<html><head><title>Planted page</title></head>\n<body><article>\n\
+         <h1>Quarterly notes</h1>\n<p>{PLANTED}</p>\n<p>Other words follow here so that the \
+         extractor keeps the paragraph as content.</p>\n</article></body></html>\n"
+    ));
+    let config = format!(
+        r#"{PREAMBLE}
+[[upstream]]
+name = "web"
+{fetch}
+[[rule]]
+action = "deny"
+upstream = "web"
+when = ["not read_only"]
+"#,
+        fetch = peers::fetch_server().toml(),
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            { "op": "list" },
+            call("web__fetch", json!({ "url": page.url })),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+
+    // One tool, all four hints declared by the server itself.
+    let listed = by_name(&results[0]);
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        ["web__fetch"],
+        "{listed:?}"
+    );
+    let fetch = &listed["web__fetch"];
+    assert_eq!(
+        fetch["annotations"],
+        json!({
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": true,
+        }),
+        "{fetch}"
+    );
+    for hint in HINTS {
+        assert_eq!(
+            fetch["_meta"]["mcp-hints/provenance"][hint], "declared",
+            "{hint}: {fetch}"
+        );
+    }
+
+    // The call passed the read-only rule, reached the page over loopback
+    // once (no robots.txt), and brought the planted key back verbatim in
+    // the Markdown the server makes of the page.
+    let result = &results[1];
+    assert_ne!(result["isError"], true, "{result}");
+    let text = text(result);
+    assert!(
+        text.starts_with(&format!("Contents of {}:\n", page.url)),
+        "{text}"
+    );
+    assert!(text.contains(PLANTED), "{text}");
+    assert!(text.contains("# Quarterly notes"), "{text}");
+    assert!(!text.contains("<p>"), "the page was not simplified: {text}");
+    assert_eq!(
+        page.requests(),
+        [("/page".to_owned(), peers::FETCH_USER_AGENT.to_owned())]
+    );
+
+    let finished: Vec<Value> = gateway
+        .log_with("finished", 1)
+        .into_iter()
+        .filter(|entry| entry["phase"] == "finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{finished:#?}");
+    assert_eq!(finished[0]["tool"], "fetch");
+    assert_eq!(finished[0]["decision"], "allow");
+    assert_eq!(finished[0]["outcome"], "completed");
 }
 
 #[test]

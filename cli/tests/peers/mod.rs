@@ -1,5 +1,7 @@
 //! Real MCP peers from npm and PyPI, at pinned versions, for the test files
-//! that talk to them (tests/live_servers.rs, tests/protocol_revisions.rs).
+//! that talk to them (tests/live_servers.rs, tests/protocol_revisions.rs,
+//! tests/gateway.rs), and a loopback web page for `mcp-server-fetch` to
+//! fetch ([`ServedPage`], [`fetch_server`]).
 //!
 //! They are installed once, under Cargo's `CARGO_TARGET_TMPDIR` (kept
 //! between runs and shared by the test files, so an install with the exact
@@ -55,9 +57,10 @@ pub const NPM_LIBRARIES: [(&str, &str); 2] = [
 ];
 
 /// (package, exact version, console script) of the PyPI servers.
-pub const PYPI_SERVERS: [(&str, &str, &str); 2] = [
+pub const PYPI_SERVERS: [(&str, &str, &str); 3] = [
     ("mcp-server-time", "2026.10.19", "mcp-server-time"),
     ("mcp-server-git", "2026.10.19", "mcp-server-git"),
+    ("mcp-server-fetch", "2026.10.24", "mcp-server-fetch"),
 ];
 
 /// (package, exact version) of the PyPI libraries: the MCP Python SDK,
@@ -421,5 +424,174 @@ impl Drop for HttpPeer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// How to start the installed `mcp-server-fetch` as a stdio upstream that
+/// fetches loopback pages only, and deterministically.
+///
+/// - `--allow-private-ips`: the server refuses loopback, private and
+///   link-local destinations without it ("... is not a public address").
+/// - `--ignore-robots-txt`: without it every call first asks the page's
+///   host for `/robots.txt` (a 4xx other than 401/403 lets the call go on;
+///   401, 403 or no answer refuses it); with it a call makes one request.
+/// - `--user-agent`: [`FETCH_USER_AGENT`], so a served page can tell its
+///   requests from anyone else's.
+/// - `PATH` is the venv's scripts alone: with `node` on `PATH`, readabilipy
+///   (its HTML extractor) runs `npm install` of unpinned packages into the
+///   venv on the first call, then extracts with Readability.js, whose text
+///   differs from the pure-Python extractor's (no page title, other heading
+///   levels).
+/// - `NO_PROXY=*`: httpx honours `HTTP_PROXY` and the like, loopback
+///   included, so a proxy set in the tests' environment would take the
+///   request off the machine.
+pub struct FetchServer {
+    /// `command = [...]`: the venv's console script and its flags.
+    pub command: Vec<String>,
+    /// `env = {...}`: set for the server on top of the gateway's own.
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// The `User-Agent` [`fetch_server`] sends.
+pub const FETCH_USER_AGENT: &str = "mcp-hints-tests/fetch";
+
+/// The installed `mcp-server-fetch`, set up for loopback use ([`FetchServer`]).
+pub fn fetch_server() -> FetchServer {
+    let scripts = &installed().venv_scripts;
+    let script = scripts.join(if cfg!(windows) {
+        "mcp-server-fetch.exe"
+    } else {
+        "mcp-server-fetch"
+    });
+    FetchServer {
+        command: vec![
+            script.to_string_lossy().into_owned(),
+            "--allow-private-ips".to_owned(),
+            "--ignore-robots-txt".to_owned(),
+            "--user-agent".to_owned(),
+            FETCH_USER_AGENT.to_owned(),
+        ],
+        env: vec![
+            ("PATH", scripts.to_string_lossy().into_owned()),
+            ("NO_PROXY", "*".to_owned()),
+        ],
+    }
+}
+
+impl FetchServer {
+    /// Its `command = [...]` and `env = {...}` lines for an `[[upstream]]`
+    /// table (TOML basic strings written as JSON strings, which they
+    /// accept).
+    pub fn toml(&self) -> String {
+        let env: Vec<String> = self
+            .env
+            .iter()
+            .map(|(name, value)| format!("{name} = {}", serde_json::to_string(value).unwrap()))
+            .collect();
+        format!(
+            "command = {}\nenv = {{ {} }}\n",
+            serde_json::to_string(&self.command).unwrap(),
+            env.join(", ")
+        )
+    }
+}
+
+/// One HTML page served over HTTP/1.1 on a free 127.0.0.1 port, at
+/// [`ServedPage::url`], for as long as the value lives; every other path is
+/// a 404. Each request's target and `User-Agent` are recorded.
+pub struct ServedPage {
+    /// `http://127.0.0.1:PORT/page`.
+    pub url: String,
+    address: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServedPage {
+    /// Serves `html` (as `text/html; charset=utf-8`) until dropped.
+    pub fn serve(html: &str) -> ServedPage {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let body = html.as_bytes().to_vec();
+        let thread = {
+            let (requests, stop) = (requests.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    if let Some(request) = answer(stream, &body) {
+                        requests.lock().unwrap().push(request);
+                    }
+                }
+            })
+        };
+        ServedPage {
+            url: format!("http://{address}/page"),
+            address,
+            requests,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// (request target, `User-Agent`) of every request answered so far.
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Reads one request's head (5 s at most) and answers it: `body` for
+/// `GET /page`, 404 otherwise, then closes. The target and `User-Agent`,
+/// or `None` when no whole head came.
+fn answer(mut stream: TcpStream, body: &[u8]) -> Option<(String, String)> {
+    use std::io::{Read as _, Write as _};
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut head = Vec::new();
+    let mut buffer = [0; 4096];
+    while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+        let read = stream.read(&mut buffer).ok()?;
+        if read == 0 || head.len() > 64 * 1024 {
+            return None;
+        }
+        head.extend_from_slice(&buffer[..read]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let (method, target) = (request_line.next()?, request_line.next()?.to_owned());
+    let user_agent = lines
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("user-agent"))
+        .map(|(_, value)| value.trim().to_owned())
+        .unwrap_or_default();
+    let (status, content_type, body) = if method == "GET" && target == "/page" {
+        ("200 OK", "text/html; charset=utf-8", body)
+    } else {
+        ("404 Not Found", "text/plain", &b"not found\n"[..])
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: \
+         close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(body);
+    Some((target, user_agent))
+}
+
+impl Drop for ServedPage {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accept loop, which then sees `stop`.
+        let _ = TcpStream::connect(self.address);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
