@@ -185,6 +185,19 @@ pub fn gateway_config(
     token: &str,
     upstream: &str,
 ) -> Result<PathBuf, String> {
+    gateway_config_with(scratch, logs, label, token, upstream, "")
+}
+
+/// [`gateway_config`] with `extra` (tables: rules, `[state]`, ...) at its
+/// end.
+pub fn gateway_config_with(
+    scratch: &TempDir,
+    logs: &Path,
+    label: &str,
+    token: &str,
+    upstream: &str,
+    extra: &str,
+) -> Result<PathBuf, String> {
     let log = logs.join(format!("audit-{label}.jsonl"));
     let config = format!(
         r#"[listen]
@@ -201,7 +214,7 @@ path = {log}
 name = "notes"
 {upstream}
 trusted = true
-"#,
+{extra}"#,
         token = toml_string(token),
         log = toml_string(&log.to_string_lossy()),
     );
