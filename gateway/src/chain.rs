@@ -1439,6 +1439,7 @@ mod tests {
             attempts: None,
             degraded: None,
             by: None,
+            redacted: None,
             phase: Phase::Decided,
         }
     }

@@ -22,6 +22,7 @@
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`chain`] | the audit log's hash chain, checkpoints, rotated files and their verification |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
+//! | [`redact`] | results checked on the way back: built-in detectors, patterns, masking and withholding |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
 //! | `readiness` (private) | the probes `GET /readyz` asks: every upstream, and what else a call depends on |
@@ -109,6 +110,7 @@ pub mod front;
 pub mod log;
 mod metrics;
 pub mod policy;
+pub mod redact;
 mod readiness;
 #[cfg(test)]
 mod scratch;

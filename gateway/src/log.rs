@@ -132,6 +132,10 @@ entry_word! {
         Refused = "refused",
         /// Its upstream could not be reached.
         Unavailable = "unavailable",
+        /// It ran, but its result was withheld from the client: a
+        /// `deny_result` `[[redact]]` matched it, or it was too big to
+        /// scan (`[redaction] max_scan_bytes`).
+        Withheld = "withheld",
     }
 }
 
@@ -204,7 +208,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
     /// How it ended: `completed`, `tool_error`, `delivery_unknown`,
-    /// `refused` or `unavailable` ([`Outcome`]); absent on a `decided`
+    /// `refused`, `unavailable` or `withheld` ([`Outcome`]); absent on a `decided`
     /// entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
@@ -225,8 +229,26 @@ pub struct Entry {
     /// identity provider's token). Absent on every other entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// On a `finished` entry, what the `[[redact]]` rules found in the
+    /// result, per rule that matched: never the matched text. Absent
+    /// when nothing matched (and in logs written before redaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<Vec<Redacted>>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
+}
+
+/// What one `[[redact]]` found in a result: an [`Entry`]'s `redacted`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redacted {
+    /// The rule: `redact[0] (detectors aws_access_key, private_key)` or
+    /// `redact[1] (pattern)`.
+    pub rule: String,
+    /// How many matches it masked (or found, for a withheld result).
+    pub matches: u64,
+    /// Where, each place once, in the order scanned: `content[0].text`,
+    /// `content[1].resource.text`, `structuredContent.notes[2].text`.
+    pub places: Vec<String>,
 }
 
 /// The current time as an [`Entry::time`]: RFC 3339, UTC, milliseconds.
@@ -1229,6 +1251,7 @@ mod tests {
             attempts: None,
             degraded: None,
             by: None,
+            redacted: None,
             phase: Phase::Decided,
         }
     }

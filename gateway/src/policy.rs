@@ -129,7 +129,7 @@ pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
     }
 }
 
-/// The `tool` globs of `config`'s rules and asserts (other than `*`) that
+/// The `tool` globs of `config`'s rules, asserts and redacts (other than `*`) that
 /// match no tool of the upstreams they name, among `tools` (each
 /// upstream's name and its own tool names), in config order:
 /// ``rule[0].tool `delte_note` matches no tool of the upstreams `notes`
@@ -147,6 +147,9 @@ pub fn unmatched_tool_globs<'a>(
             .map(|(index, rule)| (format!("rule[{index}]"), &rule.upstream, &rule.tool))
             .chain(config.asserts.iter().enumerate().map(|(index, assert)| {
                 (format!("assert[{index}]"), &assert.upstream, &assert.tool)
+            }))
+            .chain(config.redacts.iter().enumerate().map(|(index, redact)| {
+                (format!("redact[{index}]"), &redact.upstream, &redact.tool)
             }));
     let mut unmatched = Vec::new();
     for (path, upstream_glob, tool_glob) in scopes {

@@ -25,6 +25,7 @@ use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Ruling, Verdict};
+use crate::redact::Checked;
 use crate::state::{StateError, Window};
 use crate::upstream::Upstream;
 use crate::{Error, defaults, namespaced, split};
@@ -82,6 +83,7 @@ impl CallRecord {
             attempts,
             degraded: None,
             by: None,
+            redacted: None,
             phase,
         }
     }
@@ -732,10 +734,19 @@ impl Front {
         self.gateway
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
-        if let Err(error) = self
-            .finish(&record, decision, rule, outcome, Some(attempts))
-            .await
-        {
+        let (result, outcome, checked) = self.redact(&name, &listed, result, outcome);
+        // Whether the result matched a `[[redact]]` (masked or withheld):
+        // it is tainted.
+        let _tainted: bool = checked.matched();
+        let mut finished = record.entry(
+            Phase::Finished,
+            decision,
+            rule,
+            Some(outcome),
+            Some(attempts),
+        );
+        finished.redacted = (!checked.redacted.is_empty()).then_some(checked.redacted);
+        if let Err(error) = self.write_finished(&finished).await {
             let error = error.to_string();
             // The call ran: its answer is the caller's. The missing entry
             // is said where the operator sees it.
@@ -822,6 +833,36 @@ impl Front {
                 )
             }
         }
+    }
+
+    /// The `[[redact]]` checks of a completed result (a tool error
+    /// included) of the call of `name`: the answer with its matches
+    /// masked, or a tool error in its place when it is withheld (outcome
+    /// `withheld`), and what was found. Any other answer passes as it is.
+    fn redact(
+        &self,
+        name: &str,
+        listed: &Listed,
+        answer: Answer,
+        outcome: Outcome,
+    ) -> (Answer, Outcome, Checked) {
+        let completed = matches!(outcome, Outcome::Completed | Outcome::ToolError);
+        let Ok(mut result) = answer else {
+            return (answer, outcome, Checked::default());
+        };
+        if !completed {
+            return (Ok(result), outcome, Checked::default());
+        }
+        let checked =
+            self.gateway
+                .redactor
+                .check(&listed.upstream.name, &listed.tool, &mut result);
+        if checked.withheld.is_none() {
+            return (Ok(result), outcome, checked);
+        }
+        let detail = json!({ "outcome": "withheld", "redact": checked.redacted });
+        let text = crate::redact::withheld_text(name, &checked);
+        (Ok(refusal(text, detail)), Outcome::Withheld, checked)
     }
 
     /// Finish: the `finished` entry with the call's outcome. Guarantees
