@@ -1256,6 +1256,34 @@ mod tests {
         }
     }
 
+    #[test]
+    fn redacted_is_written_only_when_something_matched() {
+        let plain = entry(1, "alice", "read", "allow", "2026-03-16T09:30:00.000Z");
+        let line = serde_json::to_string(&plain).unwrap();
+        assert!(!line.contains("redacted"), "{line}");
+        // A line of a log written before the field reads as before.
+        assert_eq!(serde_json::from_str::<Entry>(&line).unwrap(), plain);
+        let mut finished = plain;
+        finished.phase = Phase::Finished;
+        finished.outcome = Some(Outcome::Withheld);
+        finished.redacted = Some(vec![Redacted {
+            rule: "redact[0] (detectors aws_access_key)".to_owned(),
+            matches: 2,
+            places: vec!["content[0].text".to_owned()],
+        }]);
+        let value = serde_json::to_value(&finished).unwrap();
+        assert_eq!(value["outcome"], "withheld");
+        assert_eq!(
+            value["redacted"],
+            json!([{
+                "rule": "redact[0] (detectors aws_access_key)",
+                "matches": 2,
+                "places": ["content[0].text"],
+            }])
+        );
+        assert_eq!(serde_json::from_value::<Entry>(value).unwrap(), finished);
+    }
+
     // The 50 records append at once and share the sync thread's batches;
     // on the current-thread runtime the tasks interleave at every await.
     #[tokio::test]
