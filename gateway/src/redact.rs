@@ -156,8 +156,7 @@ impl RedactPattern {
     /// that does not compile or is too big; and a pattern that matches
     /// the empty string (it would match everywhere and mask nothing).
     pub fn new(text: &str) -> Result<RedactPattern, String> {
-        let regex = compile(text)
-            .map_err(|error| mcp_hints_core::escape::one_line(&error.to_string()).into_owned())?;
+        let regex = compile(text).map_err(|error| said(&error))?;
         if regex.is_match("") {
             return Err("matches the empty string: a pattern must match some text".to_owned());
         }
@@ -174,6 +173,28 @@ impl PartialEq for RedactPattern {
     fn eq(&self, other: &RedactPattern) -> bool {
         self.as_str() == other.as_str()
     }
+}
+
+/// The `regex` crate's `error` on one line: a syntax error's last line
+/// (`unclosed group`) and where its caret points (`at character 1`),
+/// else its whole text, escaped.
+fn said(error: &regex::Error) -> String {
+    let text = error.to_string();
+    if let regex::Error::Syntax(_) = error {
+        let lines: Vec<&str> = text.lines().collect();
+        let what = lines.last().and_then(|line| line.strip_prefix("error: "));
+        let caret = lines
+            .iter()
+            .find(|line| line.trim() == "^" || line.trim_start().starts_with('^'))
+            .and_then(|line| line.find('^'));
+        if let (Some(what), Some(caret), 4..) = (what, caret, lines.len()) {
+            // The pattern's line is indented by 4 spaces.
+            let at = caret.saturating_sub(4) + 1;
+            return mcp_hints_core::escape::one_line(&format!("{what} (at character {at})"))
+                .into_owned();
+        }
+    }
+    mcp_hints_core::escape::one_line(&text).into_owned()
 }
 
 /// One expression, as every pattern is built.
@@ -809,8 +830,14 @@ mod tests {
     fn patterns_too_big_or_matching_nothing_are_refused() {
         assert!(RedactPattern::new(r"\w{1000}{1000}").is_err());
         assert!(RedactPattern::new("x*").unwrap_err().contains("empty string"));
-        let error = RedactPattern::new("(unclosed").unwrap_err();
-        assert!(!error.contains('\n'), "{error}");
+        assert_eq!(
+            RedactPattern::new("(unclosed").unwrap_err(),
+            "unclosed group (at character 1)"
+        );
+        assert_eq!(
+            RedactPattern::new("ab[z-a]").unwrap_err(),
+            "invalid character class range, the start must be <= the end (at character 4)"
+        );
         assert_eq!(RedactPattern::new("a+").unwrap().as_str(), "a+");
     }
 }
