@@ -7,7 +7,8 @@
 //! decision (*decide*), audit entry (*record*: written and synced before
 //! anything is forwarded; a log that cannot be written refuses the call),
 //! approval if a rule asks for one (*park*, its end logged however it
-//! ends), the call through the replay-safe client (*forward*), and a
+//! ends), the call through the replay-safe client (*forward*), its result
+//! through the `[[redact]]` rules (*check*: masked, or withheld), and a
 //! second audit entry with the outcome (*finish*).
 //!
 //! # Modules
@@ -110,8 +111,8 @@ pub mod front;
 pub mod log;
 mod metrics;
 pub mod policy;
-pub mod redact;
 mod readiness;
+pub mod redact;
 #[cfg(test)]
 mod scratch;
 pub mod state;

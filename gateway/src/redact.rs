@@ -130,9 +130,9 @@ impl Detector {
                 r"\b(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)",
                 r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
             ],
-            Detector::GithubToken => &[
-                r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
-            ],
+            Detector::GithubToken => {
+                &[r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"]
+            }
         }
     }
 }
@@ -273,7 +273,8 @@ impl Redactor {
     /// name of it), in file order.
     fn applies(&self, upstream: &str, tool: &str) -> impl Iterator<Item = &Rule> {
         self.rules.iter().filter(move |rule| {
-            rule.config.upstream.matches(upstream) && tool_matches(&rule.config.tool, upstream, tool)
+            rule.config.upstream.matches(upstream)
+                && tool_matches(&rule.config.tool, upstream, tool)
         })
     }
 
@@ -522,7 +523,10 @@ mod tests {
     #[test]
     fn aws_access_key_ids_and_secrets_are_masked() {
         assert_eq!(
-            masked("aws_access_key", "id AKIAIOSFODNN7EXAMPLE, temp ASIAY34FZKBOKMUTVV7A."),
+            masked(
+                "aws_access_key",
+                "id AKIAIOSFODNN7EXAMPLE, temp ASIAY34FZKBOKMUTVV7A."
+            ),
             (
                 "id [redacted:aws_access_key], temp [redacted:aws_access_key].".to_owned(),
                 2
@@ -590,7 +594,10 @@ mod tests {
                 "-----BEGIN OPENSSH PRIVATE KEY-----\na\n-----END OPENSSH PRIVATE KEY-----\n\
                  -----BEGIN EC PRIVATE KEY-----\nb\n-----END EC PRIVATE KEY-----"
             ),
-            ("[redacted:private_key]\n[redacted:private_key]".to_owned(), 2)
+            (
+                "[redacted:private_key]\n[redacted:private_key]".to_owned(),
+                2
+            )
         );
         untouched(
             "private_key",
@@ -767,7 +774,9 @@ mod tests {
         let checked = redactor.check("notes", "read", &mut result);
         assert_eq!(
             checked.withheld,
-            Some(Withheld::Rule("redact[1] (detectors private_key)".to_owned()))
+            Some(Withheld::Rule(
+                "redact[1] (detectors private_key)".to_owned()
+            ))
         );
         let text = withheld_text("notes__read", &checked);
         assert_eq!(
@@ -797,9 +806,8 @@ mod tests {
         );
         assert!(checked.matched());
         assert!(
-            withheld_text("notes__read", &checked).contains(
-                "its text is 11 bytes, over the 10 bytes `[redaction] max_scan_bytes`"
-            ),
+            withheld_text("notes__read", &checked)
+                .contains("its text is 11 bytes, over the 10 bytes `[redaction] max_scan_bytes`"),
             "{}",
             withheld_text("notes__read", &checked)
         );
@@ -829,7 +837,11 @@ mod tests {
     #[test]
     fn patterns_too_big_or_matching_nothing_are_refused() {
         assert!(RedactPattern::new(r"\w{1000}{1000}").is_err());
-        assert!(RedactPattern::new("x*").unwrap_err().contains("empty string"));
+        assert!(
+            RedactPattern::new("x*")
+                .unwrap_err()
+                .contains("empty string")
+        );
         assert_eq!(
             RedactPattern::new("(unclosed").unwrap_err(),
             "unclosed group (at character 1)"

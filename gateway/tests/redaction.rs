@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use support::{call, client, log_lines, scratch_dir, serve_gateway, text};
+use support::{call, client, log_lines, scratch_dir, serve_gateway_built, text};
 use tokio_util::sync::CancellationToken;
 
 const ALICE: &str = "redaction-test-alice-token";
@@ -68,7 +68,10 @@ detectors = ["private_key"]
 action = "deny_result"
 "#
     );
-    let served = serve_gateway(&dir, "gateway", &config, &stop).await;
+    let served = serve_gateway_built(&dir, "gateway", &config, &stop, |builder| {
+        builder.metrics(true)
+    })
+    .await;
     let alice = client(served.address, ALICE).await;
 
     // Written through the gateway: the note's echo comes back masked.
@@ -157,8 +160,7 @@ action = "deny_result"
     );
     let listed = &finished[1]["redacted"];
     assert_eq!(
-        listed[0]["rule"],
-        "redact[0] (detectors aws_access_key)",
+        listed[0]["rule"], "redact[0] (detectors aws_access_key)",
         "{listed}"
     );
     assert!(listed[0]["matches"].as_u64().unwrap() >= 1, "{listed}");
@@ -190,6 +192,18 @@ action = "deny_result"
     assert!(!whole.contains(KEY), "{whole}");
     assert!(!whole.contains("MC4CAQAwBQYDK2VwBCIEIA"), "{whole}");
     assert!(json!(finished[0]).get("arguments").is_none());
+
+    // Three results masked (the first append, both lists), one withheld.
+    let metrics = served.gateway.render_metrics().unwrap();
+    for expected in [
+        r#"mcp_hints_gateway_redacted_results_total{upstream="notes",action="masked"} 3"#,
+        r#"mcp_hints_gateway_redacted_results_total{upstream="notes",action="withheld"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|line| line == expected),
+            "{expected} in:\n{metrics}"
+        );
+    }
 
     drop(alice);
     stop.cancel();

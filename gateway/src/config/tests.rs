@@ -1400,7 +1400,9 @@ fn redact_tables_read_with_their_defaults() {
     assert_eq!(detectors[0], crate::redact::Detector::AwsAccessKey);
     let second = &config.redacts[1];
     assert_eq!(second.tool.as_str(), "web__read*");
-    assert!(matches!(&second.matcher, RedactMatcher::Pattern(pattern) if pattern.as_str() == "hunter[0-9]+"));
+    assert!(
+        matches!(&second.matcher, RedactMatcher::Pattern(pattern) if pattern.as_str() == "hunter[0-9]+")
+    );
     assert_eq!(
         second.action,
         RedactAction::Mask {
@@ -1423,7 +1425,10 @@ fn bad_redact_tables_are_named_at_their_key() {
         ),
         "{error}"
     );
-    assert!(error.ends_with("unclosed group (at character 1)"), "{error}");
+    assert!(
+        error.ends_with("unclosed group (at character 1)"),
+        "{error}"
+    );
     assert!(!error.contains('\n'), "{error}");
     let error = at("[[redact]]\npattern = '\\w{1000}{1000}'\n");
     assert!(
@@ -1467,7 +1472,9 @@ fn bad_redact_tables_are_named_at_their_key() {
          \"REGEX\"` or `detectors = [\"secrets\"]`"
     );
     assert_eq!(
-        at("[[redact]]\ndetectors = [\"secrets\"]\naction = \"deny_result\"\nreplacement = \"x\"\n"),
+        at(
+            "[[redact]]\ndetectors = [\"secrets\"]\naction = \"deny_result\"\nreplacement = \"x\"\n"
+        ),
         "/etc/gw/gateway.toml:13:15: redact[0].replacement: only a mask rule takes a \
          replacement: a deny_result rule shows nothing"
     );

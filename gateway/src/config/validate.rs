@@ -26,8 +26,8 @@ use super::{
     RedactConfig, RedactMatcher, RedactionConfig, RuleAction, RuleConfig, Secret, StateConfig,
     UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
-use crate::redact::{Detector, RedactPattern};
 use crate::policy::Expiry;
+use crate::redact::{Detector, RedactPattern};
 
 /// Reads and checks the config `text`, read from `path`, with `env` for
 /// `token_env` variables: the config, or every problem found, in file
@@ -1491,9 +1491,7 @@ impl Reader<'_> {
         let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
         let matcher = match (&raw.pattern, &raw.detectors) {
             (Some(pattern), None) => self.redact_pattern(&format!("{path}.pattern"), pattern),
-            (None, Some(detectors)) => {
-                self.detectors(&format!("{path}.detectors"), detectors)
-            }
+            (None, Some(detectors)) => self.detectors(&format!("{path}.detectors"), detectors),
             (Some(pattern), Some(_)) => {
                 self.at(
                     pattern.span(),

@@ -25,7 +25,7 @@ use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Ruling, Verdict};
-use crate::redact::Checked;
+use crate::redact::{Checked, Withheld};
 use crate::state::{StateError, Window};
 use crate::upstream::Upstream;
 use crate::{Error, defaults, namespaced, split};
@@ -735,8 +735,8 @@ impl Front {
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
         let (result, outcome, checked) = self.redact(&name, &listed, result, outcome);
-        // Whether the result matched a `[[redact]]` (masked or withheld):
-        // it is tainted.
+        // Whether the result is tainted: a `[[redact]]` matched it (masked
+        // or withheld), or it was too big to scan.
         let _tainted: bool = checked.matched();
         let mut finished = record.entry(
             Phase::Finished,
@@ -853,14 +853,24 @@ impl Front {
         if !completed {
             return (Ok(result), outcome, Checked::default());
         }
-        let checked =
+        let checked = self
+            .gateway
+            .redactor
+            .check(&listed.upstream.name, &listed.tool, &mut result);
+        if checked.matched() {
+            let withheld = checked.withheld.is_some();
             self.gateway
-                .redactor
-                .check(&listed.upstream.name, &listed.tool, &mut result);
+                .metrics
+                .redacted_result(&listed.upstream.name, withheld);
+        }
         if checked.withheld.is_none() {
             return (Ok(result), outcome, checked);
         }
-        let detail = json!({ "outcome": "withheld", "redact": checked.redacted });
+        let mut detail = json!({ "outcome": "withheld", "redact": checked.redacted });
+        if let Some(Withheld::Oversize { bytes, limit }) = checked.withheld {
+            detail["scannedBytes"] = json!(bytes);
+            detail["maxScanBytes"] = json!(limit);
+        }
         let text = crate::redact::withheld_text(name, &checked);
         (Ok(refusal(text, detail)), Outcome::Withheld, checked)
     }

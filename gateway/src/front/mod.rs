@@ -36,8 +36,11 @@
 //! is logged. *Forward*: the call goes through the upstream's replay-safe
 //! client; a lost response that was not resent comes back as a tool error
 //! saying delivery is unknown, the attempts (and so how often it may have
-//! run), and what to read back. *Finish*: the `finished` entry records the
-//! outcome and the attempts.
+//! run), and what to read back. *Check*: a completed result (a tool error
+//! included) goes through the `[[redact]]` rules that apply to its tool
+//! ([`crate::redact`]): what they match is masked, or the result withheld
+//! and a tool error saying so sent instead. *Finish*: the `finished` entry
+//! records the outcome, the attempts and what the rules found.
 //!
 //! # Tool names
 //!
