@@ -910,8 +910,12 @@ fn not_utf8(path: &Path, error: &std::string::FromUtf8Error) -> ConfigError {
 /// `token_env` and of `command` / `url`, bad globs, unknown `when`
 /// predicates, keys that do not fit a rule's action, duplicate or malformed
 /// upstream names, a `token_env` variable that is unset, a non-loopback
-/// `listen.http` or `listen.admin_http` without `public = true`, and zero
-/// limits, windows and timeouts.
+/// `listen.http` or `listen.admin_http` without `public = true`, zero
+/// limits, windows and timeouts, and a `[[redact]]` with both or neither
+/// of `pattern` / `detectors`, a pattern that does not compile (the
+/// `regex` crate's message on one line), is too big or matches the empty
+/// string, an unknown detector (the known ones listed), or an empty
+/// `replacement`.
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     parse_with_env(text, path, &|name| std::env::var_os(name))
 }
