@@ -944,6 +944,43 @@ fn malformed_config_exits_2_naming_line_and_key() {
     );
 }
 
+#[test]
+fn gateway_check_exits_2_on_a_redact_table_it_cannot_use() {
+    let dir = scratch("redact-check");
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{PREAMBLE}\n[[upstream]]\nname = \"notes\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n\
+             [[redact]]\npattern = \"(unclosed\"\n\n[[redact]]\ndetectors = [\"aws_keys\"]\n"
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
+        .args(["gateway", "check", "--config"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "gateway.toml:16:11: redact[0].pattern: not a usable regular expression: unclosed \
+             group (at character 1)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "gateway.toml:19:14: redact[1].detectors[0]: unknown detector `aws_keys`; the \
+             detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
+             `secrets`"
+        ),
+        "{stderr}"
+    );
+}
+
 /// `mcp-hints gateway serve` on the config `bytes`, expected to refuse it
 /// at start: its exit status and stderr. A gateway that starts instead is
 /// stopped after 60 s and its status is `None`.

@@ -7,7 +7,8 @@
 //! decision (*decide*), audit entry (*record*: written and synced before
 //! anything is forwarded; a log that cannot be written refuses the call),
 //! approval if a rule asks for one (*park*, its end logged however it
-//! ends), the call through the replay-safe client (*forward*), and a
+//! ends), the call through the replay-safe client (*forward*), its result
+//! through the `[[redact]]` rules (*check*: masked, or withheld), and a
 //! second audit entry with the outcome (*finish*).
 //!
 //! # Modules
@@ -23,6 +24,7 @@
 //! | [`log`] | the audit log: its entries and its writer |
 //! | [`chain`] | the audit log's hash chain, checkpoints, rotated files and their verification |
 //! | [`approval`] | parked calls; the drift lock of approved fingerprints |
+//! | [`redact`] | results checked on the way back: built-in detectors, patterns, masking and withholding |
 //! | `upstream` (private) | connecting upstreams, following `tools/list_changed` |
 //! | `metrics` (private) | every metric's name; recording into the gateway's own Prometheus recorder |
 //! | `readiness` (private) | the probes `GET /readyz` asks: every upstream, and what else a call depends on |
@@ -111,6 +113,7 @@ pub mod log;
 mod metrics;
 pub mod policy;
 mod readiness;
+pub mod redact;
 #[cfg(test)]
 mod scratch;
 pub mod session;

@@ -132,6 +132,10 @@ entry_word! {
         Refused = "refused",
         /// Its upstream could not be reached.
         Unavailable = "unavailable",
+        /// It ran, but its result was withheld from the client: a
+        /// `deny_result` `[[redact]]` matched it, or it was too big to
+        /// scan (`[redaction] max_scan_bytes`).
+        Withheld = "withheld",
     }
 }
 
@@ -204,7 +208,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
     /// How it ended: `completed`, `tool_error`, `delivery_unknown`,
-    /// `refused` or `unavailable` ([`Outcome`]); absent on a `decided`
+    /// `refused`, `unavailable` or `withheld` ([`Outcome`]); absent on a `decided`
     /// entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
@@ -232,8 +236,26 @@ pub struct Entry {
     /// entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub earlier: Option<Vec<crate::session::EarlierCall>>,
+    /// On a `finished` entry, what the `[[redact]]` rules found in the
+    /// result, per rule that matched: never the matched text. Absent
+    /// when nothing matched (and in logs written before redaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<Vec<Redacted>>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
+}
+
+/// What one `[[redact]]` found in a result: an [`Entry`]'s `redacted`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redacted {
+    /// The rule: `redact[0] (detectors aws_access_key, private_key)` or
+    /// `redact[1] (pattern)`.
+    pub rule: String,
+    /// How many matches it masked (or found, for a withheld result).
+    pub matches: u64,
+    /// Where, each place once, in the order scanned: `content[0].text`,
+    /// `content[1].resource.text`, `structuredContent.notes[2].text`.
+    pub places: Vec<String>,
 }
 
 /// The current time as an [`Entry::time`]: RFC 3339, UTC, milliseconds.
@@ -1237,8 +1259,37 @@ mod tests {
             degraded: None,
             by: None,
             earlier: None,
+            redacted: None,
             phase: Phase::Decided,
         }
+    }
+
+    #[test]
+    fn redacted_is_written_only_when_something_matched() {
+        let plain = entry(1, "alice", "read", "allow", "2026-03-16T09:30:00.000Z");
+        let line = serde_json::to_string(&plain).unwrap();
+        assert!(!line.contains("redacted"), "{line}");
+        // A line of a log written before the field reads as before.
+        assert_eq!(serde_json::from_str::<Entry>(&line).unwrap(), plain);
+        let mut finished = plain;
+        finished.phase = Phase::Finished;
+        finished.outcome = Some(Outcome::Withheld);
+        finished.redacted = Some(vec![Redacted {
+            rule: "redact[0] (detectors aws_access_key)".to_owned(),
+            matches: 2,
+            places: vec!["content[0].text".to_owned()],
+        }]);
+        let value = serde_json::to_value(&finished).unwrap();
+        assert_eq!(value["outcome"], "withheld");
+        assert_eq!(
+            value["redacted"],
+            json!([{
+                "rule": "redact[0] (detectors aws_access_key)",
+                "matches": 2,
+                "places": ["content[0].text"],
+            }])
+        );
+        assert_eq!(serde_json::from_value::<Entry>(value).unwrap(), finished);
     }
 
     // The 50 records append at once and share the sync thread's batches;

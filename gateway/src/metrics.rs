@@ -9,6 +9,7 @@
 //! | `mcp_hints_gateway_upstream_call_duration_seconds` | histogram | `upstream`, `outcome` | a forwarded call through the replay-safe client, resends and read-backs included: `outcome` is `result`, `tool_error` (a result with `isError`), `error` (a JSON-RPC error, or not sent) or `delivery_unknown` |
 //! | `mcp_hints_gateway_resends_total` | counter | `upstream` | attempts after the first, of forwarded calls |
 //! | `mcp_hints_gateway_delivery_unknown_total` | counter | `upstream` | forwarded calls whose delivery stayed unknown |
+//! | `mcp_hints_gateway_redacted_results_total` | counter | `upstream`, `action` | completed results a `[[redact]]` matched: `action` is `masked` (passed on, matches masked) or `withheld` (a `deny_result` rule matched, or the result was over `max_scan_bytes`) |
 //! | `mcp_hints_gateway_parked_calls` | gauge | | calls this gateway holds for an approver now (a replica counts its own) |
 //! | `mcp_hints_gateway_audit_sync_duration_seconds` | histogram | | one `fdatasync` of the audit log (one may cover many entries) |
 //! | `mcp_hints_gateway_state_errors_total` | counter | `backend` | requests to the shared state that failed ([`Metrics::state_error`], where a backend counts them; none does yet) |
@@ -41,6 +42,8 @@ pub(crate) const UPSTREAM_CALL_DURATION: &str = "mcp_hints_gateway_upstream_call
 pub(crate) const RESENDS: &str = "mcp_hints_gateway_resends_total";
 /// `{upstream}`: calls whose delivery stayed unknown.
 pub(crate) const DELIVERY_UNKNOWN: &str = "mcp_hints_gateway_delivery_unknown_total";
+/// `{upstream, action}`: results `[[redact]]` masked or withheld.
+pub(crate) const REDACTED_RESULTS: &str = "mcp_hints_gateway_redacted_results_total";
 /// Calls held for an approver now.
 pub(crate) const PARKED_CALLS: &str = "mcp_hints_gateway_parked_calls";
 /// The audit log's syncs, in seconds.
@@ -139,6 +142,11 @@ impl Metrics {
                 DELIVERY_UNKNOWN,
                 "Forwarded calls whose delivery stayed unknown."
             );
+            describe_counter!(
+                REDACTED_RESULTS,
+                "Completed results a redact rule matched, by upstream and what became of them \
+                 (masked or withheld)."
+            );
             describe_gauge!(
                 PARKED_CALLS,
                 "Calls this gateway holds for an approver now."
@@ -224,6 +232,16 @@ impl Metrics {
             if outcome == CallOutcome::DeliveryUnknown {
                 counter!(DELIVERY_UNKNOWN, "upstream" => name).increment(1);
             }
+        });
+    }
+
+    /// A result of `upstream` that `[[redact]]` matched was passed on
+    /// masked, or withheld (`withheld`).
+    pub(crate) fn redacted_result(&self, upstream: &str, withheld: bool) {
+        let name = upstream.to_owned();
+        let action = if withheld { "withheld" } else { "masked" };
+        self.record(|| {
+            counter!(REDACTED_RESULTS, "upstream" => name, "action" => action).increment(1);
         });
     }
 
@@ -345,6 +363,22 @@ mod tests {
             text.contains("# TYPE mcp_hints_gateway_upstream_call_duration_seconds histogram"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn redacted_results_are_counted_by_what_became_of_them() {
+        let metrics = Metrics::prometheus();
+        metrics.redacted_result("fx", false);
+        metrics.redacted_result("fx", false);
+        metrics.redacted_result("fx", true);
+        let text = metrics.render().unwrap();
+        let samples = samples(&text);
+        for expected in [
+            r#"mcp_hints_gateway_redacted_results_total{upstream="fx",action="masked"} 2"#,
+            r#"mcp_hints_gateway_redacted_results_total{upstream="fx",action="withheld"} 1"#,
+        ] {
+            assert!(samples.contains(&expected), "{expected} in:\n{text}");
+        }
     }
 
     #[test]

@@ -130,10 +130,10 @@ pub fn tool_matches(glob: &glob::Pattern, upstream: &str, tool: &str) -> bool {
     }
 }
 
-/// The `tool` globs of `config`'s rules and asserts (other than `*`) that
-/// match no tool of the upstreams they name, and the `tool:` terms of
-/// rules' `after` and `count.of` that match no tool at all, among `tools`
-/// (each upstream's name and its own tool names), in config order:
+/// The `tool` globs of `config`'s rules, asserts and redacts (other than
+/// `*`) that match no tool of the upstreams they name, and the `tool:`
+/// terms of rules' `after` and `count.of` that match no tool at all, among
+/// `tools` (each upstream's name and its own tool names), in config order:
 /// ``rule[0].tool `delte_note` matches no tool of the upstreams `notes`
 /// names``. Said as an event at start, since
 /// a typo there makes a rule that never fires.
@@ -170,6 +170,13 @@ pub fn unmatched_tool_globs<'a>(
                 format!("assert[{index}].tool"),
                 &assert.upstream,
                 &assert.tool,
+            )
+        }))
+        .chain(config.redacts.iter().enumerate().map(|(index, redact)| {
+            (
+                format!("redact[{index}].tool"),
+                &redact.upstream,
+                &redact.tool,
             )
         }))
         .chain(looked_back.map(|(path, glob)| (path, &any, glob)));

@@ -112,7 +112,10 @@ async fn run(options: &Options) -> Result<(), String> {
         ("plain", String::new()),
         ("history", SESSION_RULES.to_owned()),
         ("redaction", REDACTION.to_owned()),
-        ("history and redaction", format!("{SESSION_RULES}{REDACTION}")),
+        (
+            "history and redaction",
+            format!("{SESSION_RULES}{REDACTION}"),
+        ),
         ("history in Redis", format!("{redis_state}{SESSION_RULES}")),
         ("Redis, no history", redis_state.clone()),
     ];

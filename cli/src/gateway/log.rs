@@ -738,6 +738,7 @@ mod tests {
             ),
         ];
         lines[1].outcome = Some(Outcome::Completed);
+        lines[2].outcome = Some(Outcome::Withheld);
         let text: String = lines
             .iter()
             .map(|entry| serde_json::to_string(entry).unwrap() + "\n")
@@ -761,6 +762,7 @@ mod tests {
         assert_eq!(ids(&["--tool", "delete_*"]), ["call-1", "call-4"]);
         assert_eq!(ids(&["--tool", "memory__delete_*"]), ["call-1", "call-4"]);
         assert_eq!(ids(&["--outcome", "completed"]), ["call-2"]);
+        assert_eq!(ids(&["--outcome", "withheld"]), ["call-3"]);
         assert_eq!(
             ids(&["--decision", "allow", "--principal", "alice"]),
             ["call-3"]

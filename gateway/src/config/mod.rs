@@ -2,7 +2,8 @@
 //!
 //! The format is the one in the README's "Gateway" section: `[gateway]`,
 //! `[listen]`, `[admin]`, `[approval]`, `[[client]]`, `[auth]`, `[log]`,
-//! `[lock]`, `[policy]`, `[state]`, `[session]`, `[[upstream]]`, `[[assert]]` and `[[rule]]`. Everything a running gateway could trip over
+//! `[lock]`, `[policy]`, `[state]`, `[session]`, `[[upstream]]`, `[[assert]]`, `[[rule]]`,
+//! `[redaction]` and `[[redact]]`. Everything a running gateway could trip over
 //! later is checked here, at start, and each problem is named with the file,
 //! line and column and the key path (`rule[2].limit`, indices from 0, as in
 //! the audit log's rule names), so an operator fixes the file once instead
@@ -54,6 +55,8 @@ pub mod defaults {
     /// are refused, because a parked call's expiry time must stay
     /// representable (`SystemTime + timeout` panics on overflow).
     pub const MAX_SECS: u64 = 366 * 24 * 60 * 60;
+    /// `[redaction] max_scan_bytes` when absent: 1 MiB.
+    pub const MAX_SCAN_BYTES: u64 = 1 << 20;
     /// The most characters of an upstream name: 32.
     pub const MAX_UPSTREAM_NAME: usize = 32;
     /// The most characters of a replica name (`[gateway] replica`): 32,
@@ -146,6 +149,13 @@ pub struct Config {
     /// `[[rule]]`, in file order; a rule's index here is its name in
     /// messages and the audit log (`rule[0]`).
     pub rules: Vec<RuleConfig>,
+    /// `[redaction]`: limits of the result checks (all defaults when
+    /// absent).
+    pub redaction: RedactionConfig,
+    /// `[[redact]]`, in file order: the checks of results on their way
+    /// back ([`crate::redact`]); a rule's index here is its name
+    /// (`redact[0]`) in errors and the audit log's `redacted`.
+    pub redacts: Vec<RedactConfig>,
     /// The config file, as given to [`load`] or [`parse`].
     pub path: PathBuf,
 }
@@ -738,6 +748,74 @@ impl RuleAction {
     }
 }
 
+/// `[redaction]`: what every `[[redact]]` shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedactionConfig {
+    /// `max_scan_bytes` (default [`defaults::MAX_SCAN_BYTES`], at least
+    /// 1): the most bytes of text a result may hold (its text blocks,
+    /// embedded text resources and `structuredContent` strings, summed)
+    /// to be scanned. A bigger result of a tool some `[[redact]]` applies
+    /// to is withheld, not passed on unscanned (the check fails closed).
+    pub max_scan_bytes: u64,
+}
+
+impl Default for RedactionConfig {
+    fn default() -> RedactionConfig {
+        RedactionConfig {
+            max_scan_bytes: defaults::MAX_SCAN_BYTES,
+        }
+    }
+}
+
+/// `[[redact]]`: a scope, what to look for in its tools' results, and
+/// what to do when it is found ([`crate::redact`] says what is scanned).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RedactConfig {
+    /// `upstream` (default `*`): a glob over upstream names; it matches at
+    /// least one configured upstream.
+    pub upstream: Pattern,
+    /// `tool` (default `*`): a glob over tool names, the upstream's own
+    /// (`read*`) or as clients see them (`notes__read*`), as a rule's.
+    pub tool: Pattern,
+    /// `pattern` or `detectors` (exactly one).
+    pub matcher: RedactMatcher,
+    /// `action` (default `mask`) and `replacement`.
+    pub action: RedactAction,
+}
+
+/// What a `[[redact]]` looks for.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RedactMatcher {
+    /// `pattern = "REGEX"`: the `regex` crate's syntax (no look-around or
+    /// back-references; linear time), at most
+    /// [`PATTERN_SIZE_LIMIT`](crate::redact::PATTERN_SIZE_LIMIT) compiled,
+    /// not matching the empty string. A group named `secret`, when it has
+    /// one, is what is masked.
+    Pattern(crate::redact::RedactPattern),
+    /// `detectors = ["aws_access_key", ...]`: built-in detectors (at least
+    /// one; `secrets` is all of them), in the order given, without
+    /// repeats.
+    Detectors(Vec<crate::redact::Detector>),
+}
+
+/// What a `[[redact]]` does with a result it matched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedactAction {
+    /// `action = "mask"` (the default): each match is replaced, in the
+    /// result the client gets, by `replacement` (taken literally) when
+    /// given, else `[redacted:NAME]`, NAME the detector's name or
+    /// `pattern`.
+    Mask {
+        /// `replacement`, when given.
+        replacement: Option<String>,
+    },
+    /// `action = "deny_result"`: the result is withheld; the client gets
+    /// a tool error saying which rule matched, how often and where.
+    DenyResult,
+}
+
 /// One `when` predicate: `"destructive"` or `"not read_only"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Predicate {
@@ -900,8 +978,12 @@ fn not_utf8(path: &Path, error: &std::string::FromUtf8Error) -> ConfigError {
 /// `token_env` and of `command` / `url`, bad globs, unknown `when`
 /// predicates, keys that do not fit a rule's action, duplicate or malformed
 /// upstream names, a `token_env` variable that is unset, a non-loopback
-/// `listen.http` or `listen.admin_http` without `public = true`, and zero
-/// limits, windows and timeouts.
+/// `listen.http` or `listen.admin_http` without `public = true`, zero
+/// limits, windows and timeouts, and a `[[redact]]` with both or neither
+/// of `pattern` / `detectors`, a pattern that does not compile (the
+/// `regex` crate's message on one line), is too big or matches the empty
+/// string, an unknown detector (the known ones listed), or an empty
+/// `replacement`.
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     parse_with_env(text, path, &|name| std::env::var_os(name))
 }

@@ -195,3 +195,30 @@ pub(super) struct RawRule {
     pub(super) after: Option<Vec<Spanned<String>>>,
     pub(super) count: Option<Spanned<RawCount>>,
 }
+
+/// `[redaction]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRedaction {
+    pub(super) max_scan_bytes: Option<Spanned<i64>>,
+}
+
+/// A `[[redact]]`'s `action`.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RawRedactAction {
+    Mask,
+    DenyResult,
+}
+
+/// One `[[redact]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRedact {
+    pub(super) upstream: Option<Spanned<String>>,
+    pub(super) tool: Option<Spanned<String>>,
+    pub(super) pattern: Option<Spanned<String>>,
+    pub(super) detectors: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) action: Option<Spanned<RawRedactAction>>,
+    pub(super) replacement: Option<Spanned<String>>,
+}

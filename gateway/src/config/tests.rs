@@ -284,7 +284,7 @@ fn unknown_keys_are_named_with_a_suggestion() {
         )),
         "/etc/gw/gateway.toml:8:1: rule[1].tol: unknown key `tol` (did you mean `tool`?); \
          this table takes `action`, `upstream`, `tool`, `principal`, `scope`, `when`, `timeout_secs`, \
-         `on_expiry`, `limit`, `window_secs`"
+         `on_expiry`, `limit`, `window_secs`, `after`, `count`"
     );
     assert_eq!(
         problem("[listen]\nhttp = \"127.0.0.1:0\"\nbogus = 1\n\n[log]\npath = \"audit.jsonl\"\n"),
@@ -1475,5 +1475,139 @@ fn bad_look_backs_are_named_where_they_are() {
     assert_eq!(
         problem(&format!("{LOG}[session]\nidle_secs = 0\n")),
         "/etc/gw/gateway.toml:4:13: session.idle_secs: must be at least 1 (seconds)"
+    );
+}
+
+#[test]
+fn redact_tables_read_with_their_defaults() {
+    let config = read(&format!(
+        "{LOG}{UPSTREAMS}[redaction]\nmax_scan_bytes = 4096\n\n[[redact]]\n\
+         detectors = [\"aws_access_key\", \"secrets\"]\n\n[[redact]]\nupstream = \"web\"\n\
+         tool = \"web__read*\"\npattern = \"hunter[0-9]+\"\nreplacement = \"***\"\n\n\
+         [[redact]]\ndetectors = [\"private_key\"]\naction = \"deny_result\"\n"
+    ))
+    .unwrap();
+    assert_eq!(config.redaction.max_scan_bytes, 4096);
+    assert_eq!(config.redacts.len(), 3);
+    let first = &config.redacts[0];
+    assert_eq!(first.upstream.as_str(), "*");
+    assert_eq!(first.tool.as_str(), "*");
+    assert_eq!(first.action, RedactAction::Mask { replacement: None });
+    // `secrets` after a named one adds the others, each once.
+    let RedactMatcher::Detectors(detectors) = &first.matcher else {
+        panic!("{first:?}")
+    };
+    assert_eq!(detectors.len(), crate::redact::Detector::ALL.len());
+    assert_eq!(detectors[0], crate::redact::Detector::AwsAccessKey);
+    let second = &config.redacts[1];
+    assert_eq!(second.tool.as_str(), "web__read*");
+    assert!(
+        matches!(&second.matcher, RedactMatcher::Pattern(pattern) if pattern.as_str() == "hunter[0-9]+")
+    );
+    assert_eq!(
+        second.action,
+        RedactAction::Mask {
+            replacement: Some("***".to_owned())
+        }
+    );
+    assert_eq!(config.redacts[2].action, RedactAction::DenyResult);
+    let plain = read(&format!("{LOG}{UPSTREAMS}")).unwrap();
+    assert_eq!(plain.redaction.max_scan_bytes, 1_048_576);
+    assert!(plain.redacts.is_empty());
+}
+
+#[test]
+fn bad_redact_tables_are_named_at_their_key() {
+    let at = |extra: &str| problem(&format!("{LOG}{UPSTREAMS}{extra}"));
+    let error = at("[[redact]]\npattern = \"(unclosed\"\n");
+    assert!(
+        error.starts_with(
+            "/etc/gw/gateway.toml:11:11: redact[0].pattern: not a usable regular expression: "
+        ),
+        "{error}"
+    );
+    assert!(
+        error.ends_with("unclosed group (at character 1)"),
+        "{error}"
+    );
+    assert!(!error.contains('\n'), "{error}");
+    let error = at("[[redact]]\npattern = '\\w{1000}{1000}'\n");
+    assert!(
+        error.starts_with("/etc/gw/gateway.toml:11:11: redact[0].pattern: ")
+            && error.contains("size limit"),
+        "{error}"
+    );
+    assert_eq!(
+        at("[[redact]]\npattern = \"\"\n"),
+        "/etc/gw/gateway.toml:11:11: redact[0].pattern: is empty: give a regular expression"
+    );
+    assert_eq!(
+        at("[[redact]]\npattern = \"a*\"\n"),
+        "/etc/gw/gateway.toml:11:11: redact[0].pattern: not a usable regular expression: \
+         matches the empty string: a pattern must match some text"
+    );
+    assert_eq!(
+        at("[[redact]]\ndetectors = [\"secrets\", \"aws_key\"]\n"),
+        "/etc/gw/gateway.toml:11:25: redact[0].detectors[1]: unknown detector `aws_key`; the \
+         detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
+         `secrets`"
+    );
+    assert_eq!(
+        at("[[redact]]\ndetectors = [\"\"]\n"),
+        "/etc/gw/gateway.toml:11:14: redact[0].detectors[0]: unknown detector ``; the \
+         detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
+         `secrets`"
+    );
+    assert!(
+        at("[[redact]]\ndetectors = []\n")
+            .starts_with("/etc/gw/gateway.toml:11:13: redact[0].detectors: is empty: "),
+    );
+    assert_eq!(
+        at("[[redact]]\npattern = \"x\"\ndetectors = [\"secrets\"]\n"),
+        "/etc/gw/gateway.toml:11:11: redact[0]: give `pattern` or `detectors`, not both: use \
+         two `[[redact]]` tables"
+    );
+    assert_eq!(
+        at("[[redact]]\ntool = \"read\"\n"),
+        "/etc/gw/gateway.toml:10:1: redact[0]: says nothing to look for: give `pattern = \
+         \"REGEX\"` or `detectors = [\"secrets\"]`"
+    );
+    assert_eq!(
+        at(
+            "[[redact]]\ndetectors = [\"secrets\"]\naction = \"deny_result\"\nreplacement = \"x\"\n"
+        ),
+        "/etc/gw/gateway.toml:13:15: redact[0].replacement: only a mask rule takes a \
+         replacement: a deny_result rule shows nothing"
+    );
+    assert!(
+        at("[[redact]]\ndetectors = [\"secrets\"]\nreplacement = \"\"\n")
+            .starts_with("/etc/gw/gateway.toml:12:15: redact[0].replacement: is empty"),
+    );
+    assert!(
+        at("[[redact]]\ndetectors = [\"secrets\"]\naction = \"drop\"\n")
+            .starts_with("/etc/gw/gateway.toml:12:10: redact[0].action: unknown value `drop`"),
+    );
+    assert_eq!(
+        at("[[redact]]\nupstream = \"nope\"\ndetectors = [\"secrets\"]\n"),
+        "/etc/gw/gateway.toml:11:12: redact[0].upstream: `nope` matches no upstream; the \
+         upstreams are `memory`, `web`"
+    );
+    assert_eq!(
+        at("[redaction]\nmax_scan_bytes = 0\n"),
+        "/etc/gw/gateway.toml:11:18: redaction.max_scan_bytes: must be at least 1 (bytes)"
+    );
+}
+
+#[test]
+fn redact_tool_globs_that_match_no_tool_are_warned_of() {
+    let config = read(&format!(
+        "{LOG}{UPSTREAMS}[[redact]]\ntool = \"raed*\"\ndetectors = [\"secrets\"]\n\n\
+         [[redact]]\ntool = \"memory__read*\"\ndetectors = [\"secrets\"]\n"
+    ))
+    .unwrap();
+    let tools = [("memory", "read_graph"), ("web", "fetch")];
+    assert_eq!(
+        crate::policy::unmatched_tool_globs(&config, tools.iter().copied()),
+        ["redact[0].tool `raed*` matches no tool of the upstreams `*` names"]
     );
 }

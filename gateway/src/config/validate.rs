@@ -16,16 +16,18 @@ use toml::de::{DeTable, DeValue};
 
 use super::raw::{
     RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
-    RawListen, RawLock, RawLog, RawPolicy, RawRule, RawSession, RawState, RawUpstream,
+    RawListen, RawLock, RawLog, RawPolicy, RawRedact, RawRedactAction, RawRedaction, RawRule,
+    RawSession, RawState, RawUpstream,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
     Admin, ApprovalConfig, ApproverSignIn, Assert, AuthConfig, Client, Config, DefaultAction,
-    GatewayConfig, Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RuleAction,
-    RuleConfig, Secret, SessionConfig, StateConfig, UpstreamConfig, UpstreamTransport, defaults,
-    is_name,
+    GatewayConfig, Listen, LockConfig, LogConfig, PolicyConfig, Predicate, Problem, RedactAction,
+    RedactConfig, RedactMatcher, RedactionConfig, RuleAction, RuleConfig, Secret, SessionConfig,
+    StateConfig, UpstreamConfig, UpstreamTransport, defaults, is_name,
 };
 use crate::policy::Expiry;
+use crate::redact::{Detector, RedactPattern};
 use crate::session::{Condition, CountCondition, Term};
 
 /// Reads and checks the config `text`, read from `path`, with `env` for
@@ -54,7 +56,7 @@ pub(super) fn read(
 }
 
 /// The top-level tables: (key, an array of tables?).
-const SECTIONS: [(&str, bool); 14] = [
+const SECTIONS: [(&str, bool); 16] = [
     ("gateway", false),
     ("listen", false),
     ("admin", false),
@@ -69,6 +71,8 @@ const SECTIONS: [(&str, bool); 14] = [
     ("upstream", true),
     ("assert", true),
     ("rule", true),
+    ("redaction", false),
+    ("redact", true),
 ];
 
 /// Reads one config, collecting problems.
@@ -150,6 +154,9 @@ impl Reader<'_> {
         let upstreams = self.array::<RawUpstream>("upstream", section("upstream"));
         let asserts = self.array::<RawAssert>("assert", section("assert"));
         let rules = self.array::<RawRule>("rule", section("rule"));
+        let redaction =
+            section("redaction").map(|value| self.table::<RawRedaction>("redaction", value));
+        let redacts = self.array::<RawRedact>("redact", section("redact"));
 
         let gateway = gateway.map(|raw| raw.and_then(|(raw, _)| self.gateway(raw)));
         let listen = listen.map(|(raw, _)| self.listen(raw));
@@ -218,6 +225,12 @@ impl Reader<'_> {
                 })
             })
             .collect();
+        let redaction = redaction.map(|raw| raw.and_then(|(raw, _)| self.redaction(&raw)));
+        let redacts: Vec<Option<RedactConfig>> = redacts
+            .into_iter()
+            .enumerate()
+            .map(|(index, raw)| raw.and_then(|(raw, span)| self.redact(index, raw, span, &names)))
+            .collect();
         if let (Some(Some((_, Some(span)))), None) = (&listen, &admin) {
             self.at(
                 span.clone(),
@@ -245,6 +258,8 @@ impl Reader<'_> {
             upstreams: upstreams.into_iter().collect::<Option<_>>()?,
             asserts: asserts.into_iter().collect::<Option<_>>()?,
             rules: rules.into_iter().collect::<Option<_>>()?,
+            redaction: present(redaction)?.unwrap_or_default(),
+            redacts: redacts.into_iter().collect::<Option<_>>()?,
             path: path.to_owned(),
         })
     }
@@ -1546,6 +1561,170 @@ impl Reader<'_> {
             more_than: more_than?,
             within: within?,
         })
+    }
+
+    /// `[redaction]`: `max_scan_bytes` is a positive count.
+    fn redaction(&mut self, raw: &RawRedaction) -> Option<RedactionConfig> {
+        let Some(value) = &raw.max_scan_bytes else {
+            return Some(RedactionConfig::default());
+        };
+        match u64::try_from(*value.get_ref()) {
+            Ok(bytes) if bytes >= 1 => Some(RedactionConfig {
+                max_scan_bytes: bytes,
+            }),
+            _ => {
+                self.at(
+                    value.span(),
+                    "redaction.max_scan_bytes",
+                    "must be at least 1 (bytes)",
+                );
+                None
+            }
+        }
+    }
+
+    /// One `[[redact]]`: exactly one of `pattern` (compiled now) and
+    /// `detectors` (known names); `replacement` only with `mask`, and not
+    /// empty.
+    fn redact(
+        &mut self,
+        index: usize,
+        raw: RawRedact,
+        span: Range<usize>,
+        upstreams: &[String],
+    ) -> Option<RedactConfig> {
+        let path = format!("redact[{index}]");
+        let upstream = self.glob(
+            &format!("{path}.upstream"),
+            raw.upstream.as_ref(),
+            Some(("upstream", upstreams)),
+        );
+        let tool = self.glob(&format!("{path}.tool"), raw.tool.as_ref(), None);
+        let matcher = match (&raw.pattern, &raw.detectors) {
+            (Some(pattern), None) => self.redact_pattern(&format!("{path}.pattern"), pattern),
+            (None, Some(detectors)) => self.detectors(&format!("{path}.detectors"), detectors),
+            (Some(pattern), Some(_)) => {
+                self.at(
+                    pattern.span(),
+                    path.clone(),
+                    "give `pattern` or `detectors`, not both: use two `[[redact]]` tables",
+                );
+                None
+            }
+            (None, None) => {
+                self.at(
+                    span,
+                    path.clone(),
+                    "says nothing to look for: give `pattern = \"REGEX\"` or `detectors = \
+                     [\"secrets\"]`",
+                );
+                None
+            }
+        };
+        let deny = raw
+            .action
+            .as_ref()
+            .is_some_and(|action| *action.get_ref() == RawRedactAction::DenyResult);
+        let action = match (&raw.replacement, deny) {
+            (Some(replacement), true) => {
+                self.at(
+                    replacement.span(),
+                    format!("{path}.replacement"),
+                    "only a mask rule takes a replacement: a deny_result rule shows nothing",
+                );
+                None
+            }
+            (Some(replacement), false) if replacement.get_ref().is_empty() => {
+                self.at(
+                    replacement.span(),
+                    format!("{path}.replacement"),
+                    "is empty: the client could not tell text was masked; leave it out for \
+                     `[redacted:NAME]`",
+                );
+                None
+            }
+            (replacement, false) => Some(RedactAction::Mask {
+                replacement: replacement.as_ref().map(|text| text.get_ref().clone()),
+            }),
+            (None, true) => Some(RedactAction::DenyResult),
+        };
+        Some(RedactConfig {
+            upstream: upstream?,
+            tool: tool?,
+            matcher: matcher?,
+            action: action?,
+        })
+    }
+
+    /// A `[[redact]]`'s `pattern`, compiled.
+    fn redact_pattern(&mut self, key: &str, pattern: &Spanned<String>) -> Option<RedactMatcher> {
+        if pattern.get_ref().is_empty() {
+            self.at(pattern.span(), key, "is empty: give a regular expression");
+            return None;
+        }
+        match RedactPattern::new(pattern.get_ref()) {
+            Ok(compiled) => Some(RedactMatcher::Pattern(compiled)),
+            Err(why) => {
+                self.at(
+                    pattern.span(),
+                    key,
+                    format!("not a usable regular expression: {why}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A `[[redact]]`'s `detectors`: known names, at least one.
+    fn detectors(
+        &mut self,
+        key: &str,
+        names: &Spanned<Vec<Spanned<String>>>,
+    ) -> Option<RedactMatcher> {
+        let known: Vec<&str> = Detector::ALL
+            .iter()
+            .map(|detector| detector.name())
+            .chain([Detector::ALL_NAME])
+            .collect();
+        let listed = known
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.get_ref().is_empty() {
+            self.at(
+                names.span(),
+                key,
+                format!("is empty: name at least one detector, of {listed}"),
+            );
+            return None;
+        }
+        let mut detectors: Vec<Detector> = Vec::new();
+        let mut ok = true;
+        for (at, name) in names.get_ref().iter().enumerate() {
+            match Detector::named(name.get_ref()) {
+                Some(named) => {
+                    for detector in named {
+                        if !detectors.contains(&detector) {
+                            detectors.push(detector);
+                        }
+                    }
+                }
+                None => {
+                    self.at(
+                        name.span(),
+                        format!("{key}[{at}]"),
+                        format!(
+                            "unknown detector `{}`{}; the detectors are {listed}",
+                            mcp_hints_core::escape::shown(name.get_ref()),
+                            suggestion(name.get_ref(), &known)
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(RedactMatcher::Detectors(detectors))
     }
 
     /// Whether every key of the rule at `path` belongs to its action (a

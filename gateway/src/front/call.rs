@@ -25,6 +25,7 @@ use crate::config::RateLimitFallback;
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Lookback, Ruling, Verdict};
+use crate::redact::{Checked, Withheld};
 use crate::session::{
     EarlierCall, HeldHints, History, HistoryEvent, SESSION_META_KEY, SessionKey, SessionKind,
     Taint, session_name_problem,
@@ -87,6 +88,7 @@ impl CallRecord {
             degraded: None,
             by: None,
             earlier: None,
+            redacted: None,
             phase,
         }
     }
@@ -822,11 +824,16 @@ impl Front {
         self.gateway
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
+        let (result, outcome, checked) = self.redact(&name, &listed, result, outcome);
         if let Some(session) = &session {
             // Before the answer goes back: the client's next call must see
             // what this result brought into its context.
-            let taint = (!upstream.trusted() && listed.hints.holds(mcp_hints::Hint::OpenWorld))
-                .then_some(Taint::UntrustedOpenWorld);
+            let taint = if checked.matched() {
+                Some(Taint::Redacted)
+            } else {
+                (!upstream.trusted() && listed.hints.holds(mcp_hints::Hint::OpenWorld))
+                    .then_some(Taint::UntrustedOpenWorld)
+            };
             let finished = HistoryEvent::Finished {
                 id: record.id.clone(),
                 outcome,
@@ -834,10 +841,15 @@ impl Front {
             };
             self.remember(session, &record.id, &finished).await;
         }
-        if let Err(error) = self
-            .finish(&record, decision, rule, outcome, Some(attempts))
-            .await
-        {
+        let mut finished = record.entry(
+            Phase::Finished,
+            decision,
+            rule,
+            Some(outcome),
+            Some(attempts),
+        );
+        finished.redacted = (!checked.redacted.is_empty()).then_some(checked.redacted);
+        if let Err(error) = self.write_finished(&finished).await {
             let error = error.to_string();
             // The call ran: its answer is the caller's. The missing entry
             // is said where the operator sees it.
@@ -945,6 +957,46 @@ impl Front {
                 )
             }
         }
+    }
+
+    /// The `[[redact]]` checks of a completed result (a tool error
+    /// included) of the call of `name`: the answer with its matches
+    /// masked, or a tool error in its place when it is withheld (outcome
+    /// `withheld`), and what was found. Any other answer passes as it is.
+    fn redact(
+        &self,
+        name: &str,
+        listed: &Listed,
+        answer: Answer,
+        outcome: Outcome,
+    ) -> (Answer, Outcome, Checked) {
+        let completed = matches!(outcome, Outcome::Completed | Outcome::ToolError);
+        let Ok(mut result) = answer else {
+            return (answer, outcome, Checked::default());
+        };
+        if !completed {
+            return (Ok(result), outcome, Checked::default());
+        }
+        let checked = self
+            .gateway
+            .redactor
+            .check(&listed.upstream.name, &listed.tool, &mut result);
+        if checked.matched() {
+            let withheld = checked.withheld.is_some();
+            self.gateway
+                .metrics
+                .redacted_result(&listed.upstream.name, withheld);
+        }
+        if checked.withheld.is_none() {
+            return (Ok(result), outcome, checked);
+        }
+        let mut detail = json!({ "outcome": "withheld", "redact": checked.redacted });
+        if let Some(Withheld::Oversize { bytes, limit }) = checked.withheld {
+            detail["scannedBytes"] = json!(bytes);
+            detail["maxScanBytes"] = json!(limit);
+        }
+        let text = crate::redact::withheld_text(name, &checked);
+        (Ok(refusal(text, detail)), Outcome::Withheld, checked)
     }
 
     /// Finish: the `finished` entry with the call's outcome. Guarantees

@@ -20,6 +20,7 @@ use crate::log::{AuditLog, Durability, Entry};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::readiness::Probe;
+use crate::redact::Redactor;
 use crate::state::{InProcess, Metered, RedisState, SharedState};
 use crate::upstream::{ProcessGroups, StopOnDrop, Upstream};
 use crate::webhook::Webhook;
@@ -195,6 +196,8 @@ pub struct Gateway {
     /// `[auth]`'s resource server: access tokens verified against the
     /// issuer's keys; `None` without `[auth]`.
     pub(super) oauth: Option<Arc<super::oauth::ResourceServer>>,
+    /// The `[[redact]]` checks of results on their way back.
+    pub(super) redactor: Redactor,
 }
 
 impl Gateway {
@@ -236,6 +239,7 @@ impl Gateway {
             );
         }
         let policy = Policy::new(&config);
+        let redactor = Redactor::new(&config);
         let oauth = super::oauth::ResourceServer::new(&config);
         let groups = ProcessGroups::new();
         let (upstreams, catalogue, left_out, receiver) =
@@ -257,6 +261,7 @@ impl Gateway {
             None => None,
         };
         Ok(Gateway {
+            redactor,
             config,
             policy,
             log,

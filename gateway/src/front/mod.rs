@@ -38,8 +38,12 @@
 //! is logged. *Forward*: the call goes into its session's history (when a
 //! rule looks back), then through the upstream's replay-safe client; a lost response that was not resent comes back as a tool error
 //! saying delivery is unknown, the attempts (and so how often it may have
-//! run), and what to read back. *Finish*: the `finished` entry records the
-//! outcome and the attempts, and the session's history how it ended.
+//! run), and what to read back. *Check*: a completed result (a tool error
+//! included) goes through the `[[redact]]` rules that apply to its tool
+//! ([`crate::redact`]): what they match is masked, or the result withheld
+//! and a tool error saying so sent instead. *Finish*: the `finished` entry
+//! records the outcome, the attempts and what the rules found, and the
+//! session's history how it ended.
 //!
 //! # Tool names
 //!
