@@ -3993,3 +3993,312 @@ fn gateway_log_verify_checks_the_chain_its_rotated_files_and_signed_checkpoints(
         "{output:?}"
     );
 }
+
+/// The entries of call `id`, from `log`.
+fn of_call<'a>(log: &'a [Value], id: &Value) -> Vec<&'a Value> {
+    log.iter().filter(|entry| entry["id"] == *id).collect()
+}
+
+/// The call id of the one call of `tool` in `log`, by its `decided` entry.
+fn call_id_of(log: &[Value], tool: &str) -> Value {
+    let ids: Vec<&Value> = log
+        .iter()
+        .filter(|entry| entry["tool"] == tool && entry["phase"] == "decided")
+        .map(|entry| &entry["id"])
+        .collect();
+    assert_eq!(ids.len(), 1, "one call of {tool}: {log:#?}");
+    ids[0].clone()
+}
+
+/// The trifecta's last leg as a rule over real peers: a write that sends
+/// data out waits for an approver only in a session that has read
+/// open-world content (PyPI `mcp-server-fetch` on a loopback page), and
+/// the untrusted upstream's result taints that session; each
+/// initialize-era HTTP session of the Python SDK client is a session of
+/// its own.
+#[test]
+fn a_write_out_waits_for_an_approver_only_after_an_open_world_read_in_its_session() {
+    let dir = scratch("trifecta");
+    let page = peers::ServedPage::serve(&format!(
+        "<!DOCTYPE html>\n<html><head><title>Planted page</title></head>\n<body><article>\n\
+         <h1>Quarterly notes</h1>\n<p>{PLANTED}</p>\n<p>Other words follow here so that the \
+         extractor keeps the paragraph as content.</p>\n</article></body></html>\n"
+    ));
+    let notes = notes_server().to_string_lossy().into_owned();
+    let config = format!(
+        r#"{PREAMBLE}
+[policy]
+default = "allow"
+
+[[upstream]]
+name = "web"
+{fetch}
+[[upstream]]
+name = "notes"
+command = {notes}
+trusted = true
+
+# `append_note` stands for a way data leaves (a message, a post): the
+# notebook declares itself closed-world, so the operator asserts what such
+# a tool is, and the rule reads it as one.
+[[assert]]
+upstream = "notes"
+tool = "append_note"
+openWorldHint = true
+
+[[rule]]
+action = "require_approval"
+when = ["open_world", "not read_only"]
+after = ["open_world"]
+timeout_secs = 2
+
+# What an untrusted upstream's open-world result brought in taints the
+# session: the notebook is then not to be read back into it.
+[[rule]]
+action = "deny"
+upstream = "notes"
+tool = "list_notes"
+after = ["upstream:web and tainted"]
+"#,
+        fetch = peers::fetch_server().toml(),
+        notes = toml_list(&[notes]),
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let write = || {
+        call(
+            "notes__append_note",
+            json!({ "text": "the quarterly notes" }),
+        )
+    };
+
+    // A session that read nothing: the write goes on.
+    let first = gateway.python(TOKEN, "legacy", &json!([write()]));
+    let result = &first["results"][0];
+    assert_eq!(result["isError"], false, "{result}\n{}", gateway.stderr());
+
+    // Another session reads the page, then writes: parked, unanswered,
+    // expired as denied.
+    let second = gateway.python(
+        TOKEN,
+        "legacy",
+        &json!([
+            call("web__fetch", json!({ "url": page.url })),
+            write(),
+            call("notes__list_notes", json!({})),
+        ]),
+    );
+    let (fetched, parked) = (&second["results"][0], &second["results"][1]);
+    let tainted = &second["results"][2];
+    assert_eq!(tainted["isError"], true, "{tainted}");
+    assert!(
+        text(tainted).contains("rule[1] (deny notes__list_notes after upstream:web and tainted)"),
+        "{tainted}"
+    );
+    assert_ne!(fetched["isError"], true, "{fetched}");
+    assert!(text(fetched).contains(PLANTED), "{fetched}");
+    assert_eq!(parked["isError"], true, "{parked}");
+    let refusal = text(parked);
+    assert!(
+        refusal.contains("was not approved within 2 s, so it expired and was denied")
+            && refusal.contains("after open_world")
+            && refusal.contains("not forwarded"),
+        "{refusal}"
+    );
+
+    // A third session does not inherit the second's read.
+    let third = gateway.python(
+        TOKEN,
+        "legacy",
+        &json!([write(), call("notes__list_notes", json!({}))]),
+    );
+    for result in third["results"].as_array().unwrap() {
+        assert_eq!(result["isError"], false, "{result}");
+    }
+    assert_eq!(page.requests().len(), 1, "the page was fetched once");
+
+    let log = gateway.log_with("finished", 6);
+    let fetch_id = call_id_of(&log, "fetch");
+    let writes: Vec<&Value> = log
+        .iter()
+        .filter(|entry| entry["tool"] == "append_note" && entry["phase"] == "decided")
+        .collect();
+    let decisions: Vec<&str> = writes
+        .iter()
+        .map(|entry| entry["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["allow", "require_approval", "expired", "allow"],
+        "{log:#?}"
+    );
+    let looked_back = writes[1];
+    assert_eq!(
+        looked_back["earlier"],
+        json!([{ "id": fetch_id, "upstream": "web", "tool": "fetch" }]),
+        "{looked_back}"
+    );
+    let rule = looked_back["rule"].as_str().unwrap();
+    assert!(
+        rule.starts_with("rule[0] (") && rule.contains(" after open_world"),
+        "{rule}"
+    );
+    // The tainted read-back names the fetch too.
+    let reads: Vec<&Value> = log
+        .iter()
+        .filter(|entry| entry["tool"] == "list_notes" && entry["phase"] == "decided")
+        .collect();
+    let read_decisions: Vec<&Value> = reads.iter().map(|entry| &entry["decision"]).collect();
+    assert_eq!(
+        read_decisions,
+        [&json!("deny"), &json!("allow")],
+        "{reads:#?}"
+    );
+    assert_eq!(
+        reads[0]["earlier"], looked_back["earlier"],
+        "{:#?}",
+        reads[0]
+    );
+    // Only the decisions the look-backs made name earlier calls.
+    for entry in log
+        .iter()
+        .filter(|entry| *entry != looked_back && *entry != reads[0])
+    {
+        assert!(entry.get("earlier").is_none(), "{entry}");
+    }
+    let outcomes: Vec<(&Value, &Value)> = of_call(&log, &looked_back["id"])
+        .iter()
+        .filter(|entry| entry["phase"] == "finished")
+        .map(|entry| (&entry["decision"], &entry["outcome"]))
+        .collect();
+    assert_eq!(outcomes, [(&json!("expired"), &json!("refused"))]);
+    let completed = log
+        .iter()
+        .filter(|entry| entry["tool"] == "append_note" && entry["outcome"] == "completed")
+        .count();
+    assert_eq!(completed, 2, "{log:#?}");
+}
+
+/// `count`: in one session (a 2026-07-28 client that names none, so its
+/// principal's calls), the destructive call past `more_than` is refused,
+/// its `decided` entry naming the calls it counted; a read still goes on.
+#[test]
+fn a_count_rule_refuses_the_call_past_its_number_naming_the_calls_counted() {
+    let dir = scratch("count-rule");
+    let config = notes_config(
+        r#"[[rule]]
+action = "deny"
+when = ["destructive"]
+count = { of = "destructive", more_than = 2, within_secs = 60 }
+"#,
+    );
+    let gateway = Gateway::start(&dir, &config);
+    let session = gateway.python(
+        TOKEN,
+        "auto",
+        &json!([
+            call("notes__append_note", json!({ "text": "draft" })),
+            call("notes__update_note", json!({ "id": 1, "text": "final" })),
+            call("notes__delete_note", json!({ "id": 1 })),
+            call("notes__delete_note", json!({ "id": 1 })),
+            call("notes__list_notes", json!({})),
+        ]),
+    );
+    let results = session["results"].as_array().unwrap();
+    for (index, result) in results[..3].iter().enumerate() {
+        assert_eq!(result["isError"], false, "{index}: {result}");
+    }
+    assert_eq!(text(&results[2]), "deleted note 1");
+    let refused = &results[3];
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(
+        text(refused),
+        "`notes__delete_note` refused by the gateway's rule[0] (deny * when destructive after \
+         more than 2 destructive calls in 60 s); it was not forwarded"
+    );
+    assert_eq!(results[4]["isError"], false, "{}", results[4]);
+
+    let log = gateway.log_with("finished", 5);
+    let decided: Vec<&Value> = log
+        .iter()
+        .filter(|entry| entry["phase"] == "decided")
+        .collect();
+    let seen: Vec<(&str, &str)> = decided
+        .iter()
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("append_note", "allow"),
+            ("update_note", "allow"),
+            ("delete_note", "allow"),
+            ("delete_note", "deny"),
+            ("list_notes", "allow"),
+        ]
+    );
+    assert_eq!(
+        decided[3]["earlier"],
+        json!([
+            { "id": decided[1]["id"], "upstream": "notes", "tool": "update_note" },
+            { "id": decided[2]["id"], "upstream": "notes", "tool": "delete_note" },
+        ]),
+        "{:#?}",
+        decided[3]
+    );
+    for (index, entry) in decided.iter().enumerate().filter(|(index, _)| *index != 3) {
+        assert!(entry.get("earlier").is_none(), "{index}: {entry}");
+    }
+    let finished: Vec<&Value> = of_call(&log, &decided[3]["id"])
+        .into_iter()
+        .filter(|entry| entry["phase"] == "finished")
+        .collect();
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0]["outcome"], "refused");
+}
+
+/// A look-back's `tool:` glob that matches no tool is said at start, as a
+/// rule's `tool` is; a term that is no term is refused with where it is.
+#[test]
+fn a_look_back_naming_no_tool_is_warned_of_and_an_unknown_term_refused() {
+    let dir = scratch("look-back-input");
+    let gateway = Gateway::start(
+        &dir,
+        &notes_config("[[rule]]\naction = \"deny\"\nafter = [\"tool:no_such_tool*\"]\n"),
+    );
+    let warning = stderr_line(&gateway, "rule[0].after[0]");
+    assert!(
+        warning.ends_with(
+            "gateway: warning: rule[0].after[0] `no_such_tool*` matches no tool of the upstreams \
+             `*` names"
+        ),
+        "{warning}"
+    );
+    drop(gateway);
+
+    let config = notes_config("[[rule]]\naction = \"deny\"\nafter = [\"open_word\"]\n");
+    let path = dir.join("misspelt.toml");
+    std::fs::write(&path, &config).unwrap();
+    let (line, column) = config
+        .lines()
+        .enumerate()
+        .find_map(|(index, text)| Some((index + 1, text.find("\"open_word\"")? + 1)))
+        .unwrap();
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[],
+    );
+    assert_eq!(status, Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:{line}:{column}: rule[0].after[0]: unknown term `open_word` (did you mean \
+             `open_world`?)",
+            path.display()
+        )),
+        "{stderr}"
+    );
+}

@@ -5,7 +5,9 @@
 //! `ReplaySafeClient` over streamable HTTP. A keyed `add_note` resent to
 //! the other replica, after a timeout or after the first replica was
 //! killed mid-call, runs once: `list_notes` reads the one notebook back.
-//! `gateway check` says whether the `[state] redis` answers.
+//! `gateway check` says whether the `[state] redis` answers. A session a
+//! 2026-07-28 client names in `_meta["mcp-hints/session"]` is one history
+//! in that Redis, so a rule that looks back at B sees a call made at A.
 //!
 //! Why one HTTP upstream, not a stdio `notes --store redis://...` under
 //! each replica: the claim is about the notes, not about a record in
@@ -149,9 +151,10 @@ struct Replica {
 }
 
 impl Replica {
-    /// Writes the replica's config to DIR/NAME.toml (its log DIR/NAME.jsonl)
-    /// and serves it; waits until its upstream's tools are served.
-    fn start(dir: &Path, name: &'static str, redis: &str, upstream: &str) -> Replica {
+    /// Writes the replica's config to DIR/NAME.toml (its log DIR/NAME.jsonl),
+    /// `extra` (asserts and rules) at its end, and serves it; waits until
+    /// its upstream's tools are served.
+    fn start(dir: &Path, name: &'static str, redis: &str, upstream: &str, extra: &str) -> Replica {
         let log = dir.join(format!("{name}.jsonl"));
         // The arguments are logged raw, so that each log shows the key.
         let config = format!(
@@ -174,7 +177,8 @@ name = "notes"
 url = "{upstream}"
 trusted = true
 call_timeout_secs = 30
-"#
+
+{extra}"#
         );
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, config).unwrap();
@@ -246,6 +250,11 @@ struct Rig {
 
 impl Rig {
     fn start(test: &str, fault: Option<&str>) -> Rig {
+        Rig::with(test, fault, "")
+    }
+
+    /// A rig whose replicas' configs both end with `extra`.
+    fn with(test: &str, fault: Option<&str>, extra: &str) -> Rig {
         let dir = scratch(test);
         let redis = RedisServer::start();
         let mut command = Command::new(notes_server());
@@ -271,8 +280,8 @@ impl Rig {
             }
             None => (None, notes_url),
         };
-        let a = Replica::start(&dir, "a", &redis.url(), &upstream);
-        let b = Replica::start(&dir, "b", &redis.url(), &upstream);
+        let a = Replica::start(&dir, "a", &redis.url(), &upstream, extra);
+        let b = Replica::start(&dir, "b", &redis.url(), &upstream, extra);
         Rig {
             a,
             b,
@@ -728,4 +737,170 @@ fn gateway_check_says_whether_the_shared_redis_answers_never_showing_its_passwor
     for output in outputs {
         assert!(!output.contains(password), "{output}");
     }
+}
+
+/// The trifecta rule of tests/gateway.rs at both replicas: `append_note`
+/// stands for a way data leaves (a message, a post); the notebook declares
+/// itself closed-world, so the operator asserts what such a tool is.
+const LOOKS_BACK: &str = r#"[[assert]]
+upstream = "notes"
+tool = "append_note"
+openWorldHint = true
+
+[[rule]]
+action = "require_approval"
+when = ["open_world", "not read_only"]
+after = ["open_world"]
+timeout_secs = 1
+"#;
+
+/// A stateless (2026-07-28) `tools/call` of `tool` with `arguments`, and
+/// `session` as its `_meta["mcp-hints/session"]` (left out when `None`),
+/// POSTed with alice's token to the replica at `url` on a connection of
+/// its own: the JSON-RPC answer (a JSON body, or the last message of an
+/// event stream).
+fn stateless_call(url: &str, tool: &str, arguments: Value, session: Option<Value>) -> Value {
+    let address = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let Some(session) = session {
+        meta["mcp-hints/session"] = session;
+    }
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta },
+    });
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+        ("Connection", "close"),
+    ];
+    let (status, body) =
+        support::KeptAlive::connect(address).send("POST /mcp", &headers, &body.to_string());
+    assert_eq!(status, 200, "{body}");
+    let message = if body.trim_start().starts_with('{') {
+        body.as_str()
+    } else {
+        body.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|data| data.starts_with('{'))
+            .unwrap_or_else(|| panic!("no message in {body}"))
+    };
+    serde_json::from_str(message).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+/// The `decided` entries of `tool` in `replica`'s log, once there are
+/// `count`, [`SETTLE`] at most.
+fn decided_of(replica: &Replica, tool: &str, count: usize) -> Vec<Value> {
+    wait_for(
+        SETTLE,
+        || {
+            replica
+                .entries()
+                .into_iter()
+                .filter(|entry| entry["tool"] == tool && entry["phase"] == "decided")
+                .collect::<Vec<_>>()
+        },
+        |entries| entries.len() >= count,
+    )
+}
+
+/// A session a 2026-07-28 client names in `_meta` is one history in the
+/// shared Redis: a read at A makes B park the session's write, and only
+/// that session's; a name that is no session name is invalid params.
+#[test]
+fn a_named_sessions_history_is_read_by_every_replica_on_the_shared_redis() {
+    let rig = Rig::with("sessions", None, LOOKS_BACK);
+    let chat = |name: &str| Some(json!(name));
+    let write = json!({ "text": "what the forecast said" });
+
+    let read = stateless_call(
+        &rig.a.url,
+        "notes__forecast",
+        json!({ "city": "Oslo" }),
+        chat("chat-7"),
+    );
+    assert_eq!(read["result"]["isError"], false, "{read}\n{}", rig.stderr());
+    let parked = stateless_call(
+        &rig.b.url,
+        "notes__append_note",
+        write.clone(),
+        chat("chat-7"),
+    );
+    assert_eq!(parked["result"]["isError"], true, "{parked}");
+    let refusal = parked["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        refusal.contains("was not approved within 1 s, so it expired and was denied"),
+        "{refusal}"
+    );
+    let other = stateless_call(
+        &rig.b.url,
+        "notes__append_note",
+        write.clone(),
+        chat("chat-8"),
+    );
+    assert_eq!(
+        other["result"]["isError"],
+        false,
+        "{other}\n{}",
+        rig.stderr()
+    );
+
+    for (name, problem) in [(json!(7), "it is a number"), (json!(""), "it is empty")] {
+        let answer = stateless_call(&rig.b.url, "notes__append_note", write.clone(), Some(name));
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(r#"`_meta["mcp-hints/session"]` is not a session name"#)
+                && message.contains(problem),
+            "{message}"
+        );
+    }
+
+    let read_at_a = decided_of(&rig.a, "forecast", 1);
+    assert_eq!(read_at_a.len(), 1, "{read_at_a:#?}");
+    let writes_at_b = decided_of(&rig.b, "append_note", 3);
+    let decisions: Vec<&str> = writes_at_b
+        .iter()
+        .map(|entry| entry["decision"].as_str().unwrap())
+        .collect();
+    // The refused names left no entry: nothing was decided for them.
+    assert_eq!(
+        decisions,
+        ["require_approval", "expired", "allow"],
+        "{writes_at_b:#?}"
+    );
+    assert_eq!(
+        writes_at_b[0]["earlier"],
+        json!([{ "id": read_at_a[0]["id"], "upstream": "notes", "tool": "forecast" }]),
+        "{:#?}",
+        writes_at_b[0]
+    );
+    assert!(
+        writes_at_b[0]["rule"]
+            .as_str()
+            .is_some_and(|rule| rule.contains(" after open_world")),
+        "{:#?}",
+        writes_at_b[0]
+    );
+    assert!(
+        writes_at_b[2].get("earlier").is_none(),
+        "{:#?}",
+        writes_at_b[2]
+    );
+    // Only the chat-8 write reached the notebook.
+    let notes = stateless_call(&rig.a.url, "notes__list_notes", json!({}), None);
+    assert_eq!(
+        notes["result"]["structuredContent"]["notes"],
+        json!([{ "id": 1, "text": "what the forecast said" }]),
+        "{notes}"
+    );
 }
