@@ -3223,7 +3223,7 @@ fn the_starter_config_serves_notes_with_its_rules() {
     assert!(text(&results[2]).contains("day one"), "{}", results[2]);
     assert_eq!(results[3]["isError"], true, "{}", results[3]);
     assert!(
-        text(&results[3]).contains("rule[0] (deny notes__delete_* when destructive)"),
+        text(&results[3]).contains("rule[0] (deny *delete*)"),
         "{}",
         results[3]
     );
@@ -3347,7 +3347,7 @@ fn gateway_check_lists_every_tool_with_its_rule_and_binds_nothing() {
          idempotentHint=false (declared)  openWorldHint=false (declared)  allow (no rule)",
         "notes__delete_note  readOnlyHint=false (declared)  destructiveHint=true (declared)   \
          idempotentHint=true (declared)   openWorldHint=false (declared)  \
-         rule[0] (deny notes__delete_* when destructive)",
+         rule[0] (deny *delete*)",
         "notes__forecast     readOnlyHint=true (declared)   destructiveHint=false (declared)  \
          idempotentHint=true (declared)   openWorldHint=true (declared)   \
          rule[2] (rate_limit * when open_world, 10 per 60 s)",
@@ -3393,8 +3393,8 @@ fn gateway_check_lists_every_tool_with_its_rule_and_binds_nothing() {
     assert_eq!(
         delete["rules"],
         json!({
-            "alice": "rule[0] (deny notes__delete_* when destructive)",
-            "local": "rule[0] (deny notes__delete_* when destructive)",
+            "alice": "rule[0] (deny *delete*)",
+            "local": "rule[0] (deny *delete*)",
         })
     );
     assert_eq!(
@@ -3423,12 +3423,12 @@ fn gateway_check_names_principals_that_fall_under_different_rules_and_says_warni
         .find(|line| line.starts_with("notes__append_note "))
         .unwrap();
     assert!(
-        append.ends_with("  alice: allow (no rule); local: rule[3] (deny append_note for local)"),
+        append.ends_with("  alice: allow (no rule); local: rule[4] (deny append_note for local)"),
         "{append}"
     );
     assert!(
         stderr.contains(
-            "gateway: warning: rule[4].tool `delte_note` matches no tool of the upstreams `*` names"
+            "gateway: warning: rule[5].tool `delte_note` matches no tool of the upstreams `*` names"
         ),
         "{stderr}"
     );
