@@ -671,10 +671,7 @@ impl Front {
             self.gateway.approve_command(id)
         );
         let parking = Parking {
-            reason: format!(
-                "{} requires an approver",
-                rule_text.as_deref().unwrap_or("a rule")
-            ),
+            reason: approval_reason(rule_text.as_deref(), decided.earlier.as_deref()),
             timeout,
             on_expiry,
             rule: rule_text.clone(),
@@ -1158,6 +1155,21 @@ fn measured_outcome(outcome: &Result<CallOutcome, CallError>) -> MeasuredOutcome
     }
 }
 
+/// Why a call waits for an approver, as the approver is shown it: `RULE
+/// requires an approver`, and for a rule that looked back, `, after
+/// web__fetch in this session` (the earlier calls that made it fire).
+fn approval_reason(rule: Option<&str>, earlier: Option<&[EarlierCall]>) -> String {
+    let mut reason = format!("{} requires an approver", rule.unwrap_or("a rule"));
+    if let Some(earlier) = earlier.filter(|earlier| !earlier.is_empty()) {
+        let calls: Vec<String> = earlier
+            .iter()
+            .map(|call| escape::shown(&namespaced(&call.upstream, &call.tool)).into_owned())
+            .collect();
+        reason.push_str(&format!(", after {} in this session", calls.join(", ")));
+    }
+    reason
+}
+
 /// What kind of JSON value `value` is, for messages: `a number`.
 fn json_kind(value: &Value) -> &'static str {
     match value {
@@ -1219,6 +1231,38 @@ fn unavailable(name: &str, upstream: &str, reason: &str) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_approver_is_shown_the_earlier_calls_that_made_a_rule_fire() {
+        assert_eq!(
+            approval_reason(Some("rule[0] (require_approval *)"), None),
+            "rule[0] (require_approval *) requires an approver"
+        );
+        let earlier = [
+            EarlierCall {
+                id: "a".to_owned(),
+                upstream: "web".to_owned(),
+                tool: "fetch".to_owned(),
+            },
+            EarlierCall {
+                id: "b".to_owned(),
+                upstream: "web".to_owned(),
+                tool: "fetch\u{202e}".to_owned(),
+            },
+        ];
+        let reason = approval_reason(Some("rule[3] (x)"), Some(&earlier));
+        assert!(
+            reason.starts_with("rule[3] (x) requires an approver, after web__fetch, web__fetch"),
+            "{reason}"
+        );
+        assert!(reason.ends_with(" in this session"), "{reason}");
+        // A bidi override in a peer's name is not passed on as itself.
+        assert!(!reason.contains('\u{202e}'), "{reason}");
+        assert_eq!(
+            approval_reason(None, Some(&[])),
+            "a rule requires an approver"
+        );
+    }
 
     #[test]
     fn a_lost_call_may_have_run_as_often_as_it_was_sent_unless_keyed() {
