@@ -30,7 +30,7 @@
 //! Run (`mcp-hints` and `notes` are found beside this executable):
 //!
 //! ```sh
-//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin session_bench -- [--rounds N (20)] [--batch N (100)] [--warmup N (200)] [--notes N (20)] [--log-dir DIR (/dev/shm)]
+//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin session_bench -- [--rounds N (20)] [--batch N (100)] [--warmup N (200)] [--notes N (20)] [--max-calls N (256)] [--log-dir DIR (/dev/shm)]
 //! ```
 
 use std::path::PathBuf;
@@ -85,6 +85,11 @@ struct Options {
     /// Notes in the upstream's notebook, so that each answer carries text.
     #[arg(long, default_value_t = 20)]
     notes: usize,
+    /// `[session] max_calls` of the set-ups with history: the client's one
+    /// session is at this cap once warmed up, what a history read costs
+    /// most.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=10_000))]
+    max_calls: u32,
     /// Where the gateways' audit logs go.
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     log_dir: PathBuf,
@@ -108,15 +113,18 @@ async fn run(options: &Options) -> Result<(), String> {
     let (redis, redis_url) = start_redis(&scratch.0).await?;
     let upstream = format!("url = {}", toml_string(&upstream_url));
     let redis_state = format!("\n[state]\nredis = {}\n", toml_string(&redis_url));
+    // The count must be reachable under the cap; it never is reached, as
+    // `list_notes` is not destructive.
+    let rules = SESSION_RULES.replace(
+        "more_than = 100",
+        &format!("more_than = {}", options.max_calls - 1),
+    ) + &format!("\n[session]\nmax_calls = {}\n", options.max_calls);
     let configs: [(&'static str, String); 6] = [
         ("plain", String::new()),
-        ("history", SESSION_RULES.to_owned()),
+        ("history", rules.clone()),
         ("redaction", REDACTION.to_owned()),
-        (
-            "history and redaction",
-            format!("{SESSION_RULES}{REDACTION}"),
-        ),
-        ("history in Redis", format!("{redis_state}{SESSION_RULES}")),
+        ("history and redaction", format!("{rules}{REDACTION}")),
+        ("history in Redis", format!("{redis_state}{rules}")),
         ("Redis, no history", redis_state.clone()),
     ];
     let mut setups = Vec::new();
@@ -198,8 +206,8 @@ fn report(setups: &[Setup], options: &Options) {
     println!(
         "{} interleaved rounds of {} calls per set-up (after {} warm-up calls each), \
          `tools/call` of `list_notes` ({} notes) through the gateway over HTTP, one at a time, \
-         loopback\n",
-        options.rounds, options.batch, options.warmup, options.notes
+         loopback; histories of at most {} calls\n",
+        options.rounds, options.batch, options.warmup, options.notes, options.max_calls
     );
     println!("| set-up | p50 | p99 |");
     println!("|---|---|---|");

@@ -22,8 +22,8 @@
 //!   which principal (`{"principal", "replica"}`), for
 //!   [`SESSION_RECORD_TTL`] at most;
 //! - `P:history:SESSION`: a list of one session's history events, each
-//!   `MS JSON` (the Redis time of it in ms since the Unix epoch, a space,
-//!   the event), oldest first, trimmed to its last events and expiring
+//!   `MS EVENT` (the Redis time of it in ms since the Unix epoch, a space,
+//!   [`HistoryEvent::to_line`]), oldest first, trimmed to its last events and expiring
 //!   `[session] idle_secs` after the last (`SESSION` is a
 //!   [`SessionKey`](crate::session::SessionKey): hex digits);
 //! - the channel `P:resolved`, on which each resolved call's id is
@@ -168,17 +168,6 @@ redis.call('RPUSH', KEYS[1], ms .. ' ' .. ARGV[1])
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return ms
-"#,
-    )
-});
-
-/// Redis's time in ms and the history `KEYS[1]`, oldest first.
-static READ_HISTORY: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {ms, redis.call('LRANGE', KEYS[1], 0, -1)}
 "#,
     )
 });
@@ -578,10 +567,9 @@ impl SharedState for RedisState {
         event: &HistoryEvent,
         limits: HistoryLimits,
     ) -> Result<(), StateError> {
-        let event = serde_json::to_string(event).map_err(unavailable)?;
         let _: u64 = RECORD_HISTORY
             .key(self.key(&["history", session]))
-            .arg(event)
+            .arg(event.to_line())
             .arg(limits.max_events().max(1))
             .arg(millis(limits.idle))
             .invoke_async(&mut self.connection.clone())
@@ -592,15 +580,27 @@ impl SharedState for RedisState {
 
     async fn history(&self, session: &str) -> Result<History, StateError> {
         let key = self.key(&["history", session]);
-        let (now_ms, lines): (u64, Vec<String>) = read(|| {
+        // One round trip, and no script: a script would copy the whole
+        // list into a Lua table first.
+        let ((seconds, micros), lines): ((u64, u64), Vec<String>) = read(|| {
             let (mut connection, key) = (self.connection.clone(), key.clone());
-            async move { READ_HISTORY.key(key).invoke_async(&mut connection).await }
+            async move {
+                redis::pipe()
+                    .cmd("TIME")
+                    .cmd("LRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut connection)
+                    .await
+            }
         })
         .await?;
+        let now_ms = seconds.saturating_mul(1_000).saturating_add(micros / 1_000);
         let mut events = Vec::with_capacity(lines.len());
         for line in &lines {
             let parsed = line.split_once(' ').and_then(|(ms, event)| {
-                Some((ms.parse::<u64>().ok()?, serde_json::from_str(event).ok()?))
+                Some((ms.parse::<u64>().ok()?, HistoryEvent::from_line(event)?))
             });
             // A line this gateway cannot read (another version's, or not
             // the gateway's at all) makes the history unknown, not
