@@ -1651,6 +1651,19 @@ fn shell(command: &str, env: &[(&str, &str)]) -> std::process::Output {
     shell.output().unwrap()
 }
 
+/// Each of `entries`' tool and decision, in order.
+fn tool_decisions<'a>(entries: impl IntoIterator<Item = &'a Value>) -> Vec<(&'a str, &'a str)> {
+    entries
+        .into_iter()
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A rule that parks every `fx__count` call for an approver, for
 /// `timeout_secs` at most.
 fn park_count(timeout_secs: u32) -> String {
@@ -3228,16 +3241,7 @@ fn the_starter_config_serves_notes_with_its_rules() {
         results[3]
     );
     let log = gateway.log_when(Duration::from_secs(10), |log| log.len() >= 6);
-    let decisions: Vec<(&str, &str)> = log
-        .iter()
-        .filter(|entry| entry["phase"] == "decided")
-        .map(|entry| {
-            (
-                entry["tool"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let decisions = tool_decisions(log.iter().filter(|entry| entry["phase"] == "decided"));
     assert_eq!(
         decisions,
         [
@@ -4038,19 +4042,7 @@ name = "notes"
 command = {notes}
 trusted = true
 
-# `append_note` stands for a way data leaves (a message, a post): the
-# notebook declares itself closed-world, so the operator asserts what such
-# a tool is, and the rule reads it as one.
-[[assert]]
-upstream = "notes"
-tool = "append_note"
-openWorldHint = true
-
-[[rule]]
-action = "require_approval"
-when = ["open_world", "not read_only"]
-after = ["open_world"]
-timeout_secs = 2
+{trifecta}
 
 # What an untrusted upstream's open-world result brought in taints the
 # session: the notebook is then not to be read back into it.
@@ -4062,6 +4054,7 @@ after = ["upstream:web and tainted"]
 "#,
         fetch = peers::fetch_server().toml(),
         notes = toml_list(&[notes]),
+        trifecta = support::trifecta(2),
     );
     let gateway = Gateway::start(&dir, &config);
     let write = || {
@@ -4222,15 +4215,7 @@ count = { of = "destructive", more_than = 2, within_secs = 60 }
         .iter()
         .filter(|entry| entry["phase"] == "decided")
         .collect();
-    let seen: Vec<(&str, &str)> = decided
-        .iter()
-        .map(|entry| {
-            (
-                entry["tool"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let seen = tool_decisions(decided.iter().copied());
     assert_eq!(
         seen,
         [

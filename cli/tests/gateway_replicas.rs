@@ -739,21 +739,6 @@ fn gateway_check_says_whether_the_shared_redis_answers_never_showing_its_passwor
     }
 }
 
-/// The trifecta rule of tests/gateway.rs at both replicas: `append_note`
-/// stands for a way data leaves (a message, a post); the notebook declares
-/// itself closed-world, so the operator asserts what such a tool is.
-const LOOKS_BACK: &str = r#"[[assert]]
-upstream = "notes"
-tool = "append_note"
-openWorldHint = true
-
-[[rule]]
-action = "require_approval"
-when = ["open_world", "not read_only"]
-after = ["open_world"]
-timeout_secs = 1
-"#;
-
 /// A stateless (2026-07-28) `tools/call` of `tool` with `arguments`, and
 /// `session` as its `_meta["mcp-hints/session"]` (left out when `None`),
 /// POSTed with alice's token to the replica at `url` on a connection of
@@ -818,7 +803,7 @@ fn decided_of(replica: &Replica, tool: &str, count: usize) -> Vec<Value> {
 /// that session's; a name that is no session name is invalid params.
 #[test]
 fn a_named_sessions_history_is_read_by_every_replica_on_the_shared_redis() {
-    let rig = Rig::with("sessions", None, LOOKS_BACK);
+    let rig = Rig::with("sessions", None, &support::trifecta(1));
     let chat = |name: &str| Some(json!(name));
     let write = json!({ "text": "what the forecast said" });
 
@@ -902,5 +887,63 @@ fn a_named_sessions_history_is_read_by_every_replica_on_the_shared_redis() {
         notes["result"]["structuredContent"]["notes"],
         json!([{ "id": 1, "text": "what the forecast said" }]),
         "{notes}"
+    );
+}
+
+/// With `[session] client_named = false` the names clients give are not
+/// read: a principal's stateless calls are one session across replicas,
+/// so a new name does not escape what an earlier call brought in, and a
+/// name that is not one is no error.
+#[test]
+fn without_client_named_sessions_a_principals_calls_are_one_session_everywhere() {
+    let extra = format!(
+        "{}\n[session]\nclient_named = false\n",
+        support::trifecta(1)
+    );
+    let rig = Rig::with("unnamed", None, &extra);
+    let write = json!({ "text": "what the forecast said" });
+    let first = stateless_call(&rig.b.url, "notes__append_note", write.clone(), None);
+    assert_eq!(
+        first["result"]["isError"],
+        false,
+        "{first}\n{}",
+        rig.stderr()
+    );
+    let read = stateless_call(
+        &rig.a.url,
+        "notes__forecast",
+        json!({ "city": "Oslo" }),
+        Some(json!("chat-1")),
+    );
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    for name in [json!("chat-2"), json!(7)] {
+        let answer = stateless_call(&rig.b.url, "notes__append_note", write.clone(), Some(name));
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let refusal = answer["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            refusal.contains("was not approved within 1 s, so it expired and was denied"),
+            "{refusal}"
+        );
+    }
+    let read_at_a = decided_of(&rig.a, "forecast", 1);
+    let writes_at_b = decided_of(&rig.b, "append_note", 5);
+    let decisions: Vec<&str> = writes_at_b
+        .iter()
+        .map(|entry| entry["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            "allow",
+            "require_approval",
+            "expired",
+            "require_approval",
+            "expired"
+        ],
+        "{writes_at_b:#?}"
+    );
+    assert_eq!(
+        writes_at_b[1]["earlier"],
+        json!([{ "id": read_at_a[0]["id"], "upstream": "notes", "tool": "forecast" }])
     );
 }

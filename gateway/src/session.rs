@@ -13,7 +13,10 @@
 //! - else the one the client names in `_meta["mcp-hints/session"]`
 //!   ([`SESSION_META_KEY`]) of a `tools/call` (2026-07-28 keeps no session
 //!   of its own), a string of 1 to [`MAX_SESSION_NAME`] visible ASCII
-//!   characters;
+//!   characters, unless `[session] client_named = false`: a client that
+//!   names a new session for each call sees no history, so a client is
+//!   trusted to name its sessions as they are (the application does, not
+//!   the model), and an operator who does not trust that turns it off;
 //! - else the principal's calls, until it has made none for
 //!   `[session] idle_secs`.
 //!

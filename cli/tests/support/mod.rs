@@ -385,3 +385,15 @@ impl Drop for ServedGateway {
         let _ = self.child.wait();
     }
 }
+
+/// `notes`' `append_note` asserted open-world (it stands for a way data
+/// leaves: a message, a post; the notebook declares itself closed-world),
+/// and the trifecta rule: once the session called an open-world tool, such
+/// a write waits for an approver, `timeout_secs` at most, then is denied.
+pub fn trifecta(timeout_secs: u32) -> String {
+    format!(
+        "[[assert]]\nupstream = \"notes\"\ntool = \"append_note\"\nopenWorldHint = true\n\n\
+         [[rule]]\naction = \"require_approval\"\nwhen = [\"open_world\", \"not read_only\"]\n\
+         after = [\"open_world\"]\ntimeout_secs = {timeout_secs}\n"
+    )
+}

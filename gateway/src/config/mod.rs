@@ -538,6 +538,13 @@ pub struct SessionConfig {
     /// [`defaults::MAX_SESSION_MAX_CALLS`]): the most calls kept per
     /// session; the oldest go first.
     pub max_calls: u32,
+    /// `client_named` (default true): whether a client may name its
+    /// session in `_meta["mcp-hints/session"]` where the transport has
+    /// none (2026-07-28). A client that names a new session for each call
+    /// sees no history, so an operator who does not trust its clients to
+    /// name sessions honestly sets it false: each principal's calls are
+    /// then one session within `idle_secs`.
+    pub client_named: bool,
 }
 
 impl Default for SessionConfig {
@@ -545,6 +552,7 @@ impl Default for SessionConfig {
         SessionConfig {
             idle: defaults::SESSION_IDLE,
             max_calls: defaults::SESSION_MAX_CALLS,
+            client_named: true,
         }
     }
 }

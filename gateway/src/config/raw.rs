@@ -107,6 +107,7 @@ pub(super) struct RawState {
 pub(super) struct RawSession {
     pub(super) idle_secs: Option<Spanned<u64>>,
     pub(super) max_calls: Option<Spanned<u32>>,
+    pub(super) client_named: Option<bool>,
 }
 
 /// A rule's `count`.

@@ -1380,7 +1380,7 @@ fn the_session_cookie_is_secure_unless_the_admin_endpoint_is_loopback() {
 #[test]
 fn rules_that_look_back_read_their_after_count_and_session() {
     let config = read(&format!(
-        "{LOG}{UPSTREAMS}[session]\nidle_secs = 600\nmax_calls = 50\n\
+        "{LOG}{UPSTREAMS}[session]\nidle_secs = 600\nmax_calls = 50\nclient_named = false\n\
          [[rule]]\naction = \"require_approval\"\nwhen = [\"open_world\", \"not read_only\"]\n\
          after = [\"open_world\", \"upstream:web and tainted\", \"tool:fetch*\"]\n\
          [[rule]]\naction = \"deny\"\ncount = {{ of = \"destructive\", more_than = 3, within_secs = 60 }}\n"
@@ -1388,6 +1388,7 @@ fn rules_that_look_back_read_their_after_count_and_session() {
     .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(config.session.idle, Duration::from_secs(600));
     assert_eq!(config.session.max_calls, 50);
+    assert!(!config.session.client_named);
     let after: Vec<String> = config.rules[0]
         .after
         .iter()
@@ -1406,6 +1407,7 @@ fn rules_that_look_back_read_their_after_count_and_session() {
     let plain = read(&format!("{LOG}{UPSTREAMS}")).unwrap();
     assert_eq!(plain.session, SessionConfig::default());
     assert_eq!(plain.session.idle, defaults::SESSION_IDLE);
+    assert!(plain.session.client_named);
 }
 
 #[test]

@@ -680,6 +680,7 @@ impl Reader<'_> {
         Some(SessionConfig {
             idle: idle?,
             max_calls: max_calls?,
+            client_named: raw.client_named.unwrap_or(true),
         })
     }
 

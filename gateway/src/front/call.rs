@@ -239,8 +239,8 @@ impl Front {
 
     /// The session of a call of `principal` ([`crate::session`]): the
     /// transport's (a stdio front's, or `Mcp-Session-Id`), else the one
-    /// the client names in `_meta["mcp-hints/session"]`, else the
-    /// principal's own.
+    /// the client names in `_meta["mcp-hints/session"]` (unless `[session]
+    /// client_named = false`), else the principal's own.
     ///
     /// # Errors
     ///
@@ -262,6 +262,9 @@ impl Front {
         });
         if let Some(id) = transport {
             return Ok(SessionKey::new(SessionKind::Transport, principal, &id));
+        }
+        if !self.gateway.config.session.client_named {
+            return Ok(SessionKey::new(SessionKind::Principal, principal, ""));
         }
         let bad = |problem: String| Err(Err(ErrorData::from(Error::BadSessionName { problem })));
         match context.meta.get(SESSION_META_KEY) {
