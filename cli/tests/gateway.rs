@@ -4206,7 +4206,7 @@ count = { of = "destructive", more_than = 2, within_secs = 60 }
     assert_eq!(
         text(refused),
         "`notes__delete_note` refused by the gateway's rule[0] (deny * when destructive after \
-         more than 2 destructive calls in 60 s); it was not forwarded"
+         2 destructive calls within 60 s); it was not forwarded"
     );
     assert_eq!(results[4]["isError"], false, "{}", results[4]);
 
@@ -4285,5 +4285,30 @@ fn a_look_back_naming_no_tool_is_warned_of_and_an_unknown_term_refused() {
             path.display()
         )),
         "{stderr}"
+    );
+    // `check` judges a first call, and names apart the rules that look
+    // back and may hold a tool's calls later in a session.
+    let config = notes_config(&support::trifecta(5));
+    let path = dir.join("trifecta.toml");
+    std::fs::write(&path, &config).unwrap();
+    let (status, stdout, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[],
+    );
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not listed: {stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("notes__append_note").ends_with("allow (no rule); later in a session: rule[0]"),
+        "{stdout}"
+    );
+    assert!(
+        line("notes__list_notes").ends_with("allow (no rule)"),
+        "{stdout}"
     );
 }

@@ -890,16 +890,13 @@ fn a_named_sessions_history_is_read_by_every_replica_on_the_shared_redis() {
     );
 }
 
-/// With `[session] client_named = false` the names clients give are not
-/// read: a principal's stateless calls are one session across replicas,
-/// so a new name does not escape what an earlier call brought in, and a
-/// name that is not one is no error.
+/// With `[session] per = "principal"` the names clients give are not
+/// read: a principal's calls are one history across replicas, so a new
+/// name does not step out of what an earlier call brought in, and a name
+/// that is not one is no error.
 #[test]
-fn without_client_named_sessions_a_principals_calls_are_one_session_everywhere() {
-    let extra = format!(
-        "{}\n[session]\nclient_named = false\n",
-        support::trifecta(1)
-    );
+fn per_principal_a_principals_calls_are_one_history_whatever_the_session_named() {
+    let extra = format!("{}\n[session]\nper = \"principal\"\n", support::trifecta(1));
     let rig = Rig::with("unnamed", None, &extra);
     let write = json!({ "text": "what the forecast said" });
     let first = stateless_call(&rig.b.url, "notes__append_note", write.clone(), None);

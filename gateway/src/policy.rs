@@ -469,6 +469,18 @@ impl Policy {
             .any(|rule| rule.looks_back() && self.matches_now(rule, call))
     }
 
+    /// The rules that look back and match `call` on everything else: what
+    /// may decide it later in a session, once its history holds what they
+    /// look for (in config order).
+    pub fn looking_back(&self, call: &CallScope<'_>) -> Vec<usize> {
+        (0..self.rules.len())
+            .filter(|index| {
+                let rule = &self.rules[*index];
+                rule.looks_back() && self.matches_now(rule, call)
+            })
+            .collect()
+    }
+
     /// The earlier calls of `history` that made rule `rule` match, as a
     /// `decided` entry names them: for each `after` condition the latest
     /// call meeting it, and every call its `count` counted; oldest first,
@@ -552,8 +564,8 @@ impl Policy {
     /// `UPSTREAM__` (as clients see names) unless the upstream glob is `*`;
     /// then ` when P and Q`, ` for PRINCIPAL` (unless `*`), ` with scope
     /// SCOPE` (when it names one), ` after C, D` (its `after` conditions
-    /// and its `count`: `after open_world, more than 3 destructive calls in
-    /// 60 s`), and the
+    /// and its `count`: `after open_world, 3 destructive calls within 60
+    /// s`), and the
     /// action's numbers: `, 10 per 60 s` or `, expires after 300 s as
     /// deny`. An index past the rules gives just `rule[N]`.
     pub fn describe(&self, rule: usize) -> String {
@@ -1385,7 +1397,7 @@ mod tests {
         assert_eq!(decide(&aged), Verdict::Allow { rule: None });
         assert_eq!(
             policy.describe(0),
-            "rule[0] (deny * when destructive after more than 2 destructive calls in 60 s)"
+            "rule[0] (deny * when destructive after 2 destructive calls within 60 s)"
         );
     }
 
@@ -1402,7 +1414,7 @@ mod tests {
         );
         assert_eq!(
             policy.describe(1),
-            "rule[1] (deny * after upstream:web and tainted, *, more than 5 calls in 10 s)"
+            "rule[1] (deny * after upstream:web and tainted, *, 5 calls within 10 s)"
         );
         let none = Policy::new(&config("[[rule]]\naction = \"deny\"\n"));
         assert!(!none.looks_back());

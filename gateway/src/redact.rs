@@ -160,6 +160,12 @@ impl RedactPattern {
         if regex.is_match("") {
             return Err("matches the empty string: a pattern must match some text".to_owned());
         }
+        if secret_is_always_empty(text) {
+            return Err(format!(
+                "its `{SECRET_GROUP}` group matches only the empty string, so it would mask \
+                 nothing: make the group match the secret's text"
+            ));
+        }
         Ok(RedactPattern(regex))
     }
 
@@ -173,6 +179,30 @@ impl PartialEq for RedactPattern {
     fn eq(&self, other: &RedactPattern) -> bool {
         self.as_str() == other.as_str()
     }
+}
+
+/// Whether `text` (a pattern that compiles) has a `secret` group that
+/// can match only the empty string. One that may match it sometimes is
+/// fine (`pw=(?P<secret>[^ ]*)`: an empty value is no secret, and an
+/// empty match is not counted).
+fn secret_is_always_empty(text: &str) -> bool {
+    use regex_syntax::hir::{Hir, HirKind};
+    fn walk(hir: &Hir) -> bool {
+        match hir.kind() {
+            HirKind::Capture(capture) if capture.name.as_deref() == Some(SECRET_GROUP) => {
+                capture.sub.properties().maximum_len() == Some(0)
+            }
+            HirKind::Capture(capture) => walk(&capture.sub),
+            HirKind::Repetition(repetition) => walk(&repetition.sub),
+            HirKind::Concat(parts) | HirKind::Alternation(parts) => parts.iter().any(walk),
+            _ => false,
+        }
+    }
+    // Parsed as `compile` parses it; a pattern that compiled parses.
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(text)
+        .is_ok_and(|hir| walk(&hir))
 }
 
 /// The `regex` crate's `error` on one line: a syntax error's last line
@@ -837,6 +867,20 @@ mod tests {
     #[test]
     fn patterns_too_big_or_matching_nothing_are_refused() {
         assert!(RedactPattern::new(r"\w{1000}{1000}").is_err());
+        for never in [
+            "(?P<secret>)abc",
+            "k=(?P<secret>\\b)v",
+            "x(?:(?P<secret>)|y)z",
+        ] {
+            assert!(
+                RedactPattern::new(never)
+                    .unwrap_err()
+                    .contains("group matches only the empty string"),
+                "{never}"
+            );
+        }
+        assert!(RedactPattern::new("pw=(?P<secret>[^ ]*)").is_ok());
+        assert!(RedactPattern::new("(?P<secret>q)?zz").is_ok());
         assert!(
             RedactPattern::new("x*")
                 .unwrap_err()

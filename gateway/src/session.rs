@@ -13,12 +13,14 @@
 //! - else the one the client names in `_meta["mcp-hints/session"]`
 //!   ([`SESSION_META_KEY`]) of a `tools/call` (2026-07-28 keeps no session
 //!   of its own), a string of 1 to [`MAX_SESSION_NAME`] visible ASCII
-//!   characters, unless `[session] client_named = false`: a client that
-//!   names a new session for each call sees no history, so a client is
-//!   trusted to name its sessions as they are (the application does, not
-//!   the model), and an operator who does not trust that turns it off;
+//!   characters;
 //! - else the principal's calls, until it has made none for
 //!   `[session] idle_secs`.
+//!
+//! A client that opens, or names, a new session for each call starts each
+//! with no history: sessions trust the client application (not the model)
+//! to keep them as they are. `[session] per = "principal"` makes every call
+//! of a principal one history instead, which no client can step out of.
 //!
 //! Every session belongs to its principal: two principals naming the same
 //! session share nothing. A history lasts `[session] idle_secs` after its
@@ -445,7 +447,8 @@ impl CountCondition {
     }
 }
 
-/// `more than 3 destructive calls in 60 s`, as
+/// `3 destructive calls within 60 s` (what the session must already have
+/// made for the rule to match), as
 /// [`Policy::describe`](crate::policy::Policy::describe) says it.
 impl fmt::Display for CountCondition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -455,7 +458,7 @@ impl fmt::Display for CountCondition {
         };
         write!(
             f,
-            "more than {} {of}calls in {} s",
+            "{} {of}calls within {} s",
             self.more_than,
             self.within.as_secs()
         )
@@ -675,6 +678,6 @@ mod tests {
         let mut mixed = events(&[90_000]);
         mixed.push((95_000, called("r", "web", "fetch", READ)));
         assert!(!count.holds(&History::fold(100_000, mixed)));
-        assert_eq!(count.to_string(), "more than 2 destructive calls in 60 s");
+        assert_eq!(count.to_string(), "2 destructive calls within 60 s");
     }
 }

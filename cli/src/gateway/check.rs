@@ -229,7 +229,9 @@ fn aligned(rows: &[Vec<String>]) -> String {
 
 /// The rule `principal`'s first call of `tool` falls under, in the words of
 /// the audit log (`rule[0] (deny notes__delete_* when destructive)`), or
-/// `allow (no rule)` / `deny (no rule: policy.default)`. Nothing is
+/// `allow (no rule)` / `deny (no rule: policy.default)`; then `; later in a
+/// session: rule[3]`, the rules that look back and may decide its calls
+/// once the session's history holds what they look for. Nothing is
 /// counted: a first call has room in its rate limits, and goes on under the
 /// first.
 fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
@@ -251,13 +253,26 @@ fn falls_under(config: &Config, tool: &ServedTool, principal: &str) -> String {
             rule: rules.first().copied(),
         },
     };
-    match verdict {
+    let first = match verdict {
         Verdict::Allow { rule: None } => "allow (no rule)".to_owned(),
         Verdict::Deny { rule: None } => "deny (no rule: policy.default)".to_owned(),
         Verdict::Allow { rule: Some(rule) }
         | Verdict::Deny { rule: Some(rule) }
         | Verdict::RequireApproval { rule, .. }
         | Verdict::RateLimited { rule, .. } => policy.describe(rule),
+    };
+    // A rule that looks back holds only once the session did what it looks
+    // for: said apart, so that a first call's rule is not read as the only
+    // one.
+    let later: Vec<String> = policy
+        .looking_back(&call)
+        .into_iter()
+        .map(|rule| format!("rule[{rule}]"))
+        .collect();
+    if later.is_empty() {
+        first
+    } else {
+        format!("{first}; later in a session: {}", later.join(", "))
     }
 }
 

@@ -50,7 +50,7 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
     let config = shell_word(&path.to_string_lossy());
     let mut out = format!(
         "wrote {shown}: a starter config serving the `notes` example server at \
-         http://127.0.0.1:8787/mcp, with a deny, a require_approval and a rate_limit rule\n"
+         http://127.0.0.1:8787/mcp, with deny, require_approval, rate_limit and session rules and a secret filter\n"
     );
     let dir = std::path::absolute(path)
         .ok()

@@ -164,8 +164,9 @@ impl Config {
     /// What is valid but probably not what the operator meant, one message
     /// each, to say as an event at start: a `require_approval` rule with no
     /// admin endpoint (its calls can only expire), an HTTP endpoint with no
-    /// `[[client]]` (nobody can be let in), and a token shorter than
-    /// [`defaults::MIN_TOKEN_CHARS`] (guessable).
+    /// `[[client]]` (nobody can be let in), a token shorter than
+    /// [`defaults::MIN_TOKEN_CHARS`] (guessable), and raw arguments logged
+    /// beside `[[redact]]` rules (which check results, not arguments).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         let tokens = self
@@ -205,6 +206,13 @@ impl Config {
             warnings.push(
                 "`listen.http` is set but there is neither a `[[client]]` nor `[auth]`: every HTTP \
                  request gets 401"
+                    .to_owned(),
+            );
+        }
+        if self.log.raw_arguments && !self.redacts.is_empty() {
+            warnings.push(
+                "`[log] raw_arguments` writes every call's arguments to the audit log as sent, \
+                 and `[[redact]]` checks results only: a secret a client sends reaches the log"
                     .to_owned(),
             );
         }
@@ -538,13 +546,24 @@ pub struct SessionConfig {
     /// [`defaults::MAX_SESSION_MAX_CALLS`]): the most calls kept per
     /// session; the oldest go first.
     pub max_calls: u32,
-    /// `client_named` (default true): whether a client may name its
-    /// session in `_meta["mcp-hints/session"]` where the transport has
-    /// none (2026-07-28). A client that names a new session for each call
-    /// sees no history, so an operator who does not trust its clients to
-    /// name sessions honestly sets it false: each principal's calls are
-    /// then one session within `idle_secs`.
-    pub client_named: bool,
+    /// `per` (default `session`): what one history is.
+    pub per: SessionPer,
+}
+
+/// `[session] per`: what one history covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionPer {
+    /// `"session"` (the default): each session its own
+    /// ([`crate::session`]: the transport's, else the one the client
+    /// names, else the principal's calls within `idle_secs`). A client
+    /// that opens, or names, a new session for each call starts each with
+    /// no history: this trusts clients to keep their sessions as they are.
+    #[default]
+    Session,
+    /// `"principal"`: every call of a principal, whatever its session, is
+    /// one history within `idle_secs`; no client can step out of it.
+    Principal,
 }
 
 impl Default for SessionConfig {
@@ -552,7 +571,7 @@ impl Default for SessionConfig {
         SessionConfig {
             idle: defaults::SESSION_IDLE,
             max_calls: defaults::SESSION_MAX_CALLS,
-            client_named: true,
+            per: SessionPer::Session,
         }
     }
 }

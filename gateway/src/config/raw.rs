@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{DefaultAction, RateLimitFallback};
+use super::{DefaultAction, RateLimitFallback, SessionPer};
 use crate::policy::Expiry;
 
 /// `[gateway]`.
@@ -107,7 +107,7 @@ pub(super) struct RawState {
 pub(super) struct RawSession {
     pub(super) idle_secs: Option<Spanned<u64>>,
     pub(super) max_calls: Option<Spanned<u32>>,
-    pub(super) client_named: Option<bool>,
+    pub(super) per: Option<Spanned<SessionPer>>,
 }
 
 /// A rule's `count`.

@@ -774,6 +774,17 @@ fn likely_mistakes_are_warned_of() {
              ones (`openssl rand -hex 16`)"
         ]
     );
+    let raw = format!(
+        "[log]\npath = \"audit.jsonl\"\nraw_arguments = true\n{UPSTREAMS}\
+         [[redact]]\ndetectors = [\"secrets\"]\n"
+    );
+    assert_eq!(
+        read(&raw).unwrap().warnings(),
+        [
+            "`[log] raw_arguments` writes every call's arguments to the audit log as sent, and \
+             `[[redact]]` checks results only: a secret a client sends reaches the log"
+        ]
+    );
 }
 
 #[test]
@@ -1380,7 +1391,7 @@ fn the_session_cookie_is_secure_unless_the_admin_endpoint_is_loopback() {
 #[test]
 fn rules_that_look_back_read_their_after_count_and_session() {
     let config = read(&format!(
-        "{LOG}{UPSTREAMS}[session]\nidle_secs = 600\nmax_calls = 50\nclient_named = false\n\
+        "{LOG}{UPSTREAMS}[session]\nidle_secs = 600\nmax_calls = 50\nper = \"principal\"\n\
          [[rule]]\naction = \"require_approval\"\nwhen = [\"open_world\", \"not read_only\"]\n\
          after = [\"open_world\", \"upstream:web and tainted\", \"tool:fetch*\"]\n\
          [[rule]]\naction = \"deny\"\ncount = {{ of = \"destructive\", more_than = 3, within_secs = 60 }}\n"
@@ -1388,7 +1399,7 @@ fn rules_that_look_back_read_their_after_count_and_session() {
     .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(config.session.idle, Duration::from_secs(600));
     assert_eq!(config.session.max_calls, 50);
-    assert!(!config.session.client_named);
+    assert_eq!(config.session.per, SessionPer::Principal);
     let after: Vec<String> = config.rules[0]
         .after
         .iter()
@@ -1401,13 +1412,13 @@ fn rules_that_look_back_read_their_after_count_and_session() {
     let count = config.rules[1].count.as_ref().unwrap();
     assert_eq!(count.more_than, 3);
     assert_eq!(count.within, Duration::from_secs(60));
-    assert_eq!(count.to_string(), "more than 3 destructive calls in 60 s");
+    assert_eq!(count.to_string(), "3 destructive calls within 60 s");
     assert!(config.rules[0].looks_back() && config.rules[1].looks_back());
     // Without `[session]`, its defaults.
     let plain = read(&format!("{LOG}{UPSTREAMS}")).unwrap();
     assert_eq!(plain.session, SessionConfig::default());
     assert_eq!(plain.session.idle, defaults::SESSION_IDLE);
-    assert!(plain.session.client_named);
+    assert_eq!(plain.session.per, SessionPer::Session);
 }
 
 #[test]
@@ -1438,6 +1449,12 @@ fn bad_look_backs_are_named_where_they_are() {
             "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\" \"]\n"
         ))
         .contains("rule[0].after[0]: is empty")
+    );
+    assert!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\nafter = [\"open_world and tool:\"]\n"
+        ))
+        .contains("rule[0].after[0]: `tool:` names no glob")
     );
     assert_eq!(
         problem(&format!(

@@ -680,7 +680,7 @@ impl Reader<'_> {
         Some(SessionConfig {
             idle: idle?,
             max_calls: max_calls?,
-            client_named: raw.client_named.unwrap_or(true),
+            per: raw.per.map(Spanned::into_inner).unwrap_or_default(),
         })
     }
 
@@ -1886,6 +1886,11 @@ pub(super) fn condition(text: &str, upstreams: &[String]) -> Result<Condition, S
     let mut terms = Vec::new();
     for term in text.split(" and ").map(str::trim) {
         let glob = |kind: &str, glob: &str| {
+            if glob.is_empty() {
+                return Err(format!(
+                    "`{kind}:` names no glob: write `{kind}:GLOB`, `{kind}:*` for any"
+                ));
+            }
             Pattern::new(glob).map_err(|error| {
                 format!(
                     "`{kind}:{glob}` is not a glob: {} (at character {})",

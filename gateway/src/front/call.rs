@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use super::catalogue::Listed;
 use super::{Front, Principal};
 use crate::approval::{Approvals, Drift, DriftDiff, DriftLock, Parked, Resolution};
-use crate::config::RateLimitFallback;
+use crate::config::{RateLimitFallback, SessionPer};
 use crate::log::{self, AuditLog, Decision, Durability, Entry, Outcome, Phase};
 use crate::metrics::{CallOutcome as MeasuredOutcome, Metrics};
 use crate::policy::{CallScope, Expiry, Lookback, Ruling, Verdict};
@@ -237,10 +237,11 @@ impl Front {
         })
     }
 
-    /// The session of a call of `principal` ([`crate::session`]): the
+    /// The session of a call of `principal` ([`crate::session`]): with
+    /// `[session] per = "principal"` the principal's own; else the
     /// transport's (a stdio front's, or `Mcp-Session-Id`), else the one
-    /// the client names in `_meta["mcp-hints/session"]` (unless `[session]
-    /// client_named = false`), else the principal's own.
+    /// the client names in `_meta["mcp-hints/session"]`, else the
+    /// principal's own.
     ///
     /// # Errors
     ///
@@ -252,6 +253,9 @@ impl Front {
         principal: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<SessionKey, Answer> {
+        if self.gateway.config.session.per == SessionPer::Principal {
+            return Ok(SessionKey::new(SessionKind::Principal, principal, ""));
+        }
         let transport = self.stdio_session.clone().or_else(|| {
             context
                 .extensions
@@ -262,9 +266,6 @@ impl Front {
         });
         if let Some(id) = transport {
             return Ok(SessionKey::new(SessionKind::Transport, principal, &id));
-        }
-        if !self.gateway.config.session.client_named {
-            return Ok(SessionKey::new(SessionKind::Principal, principal, ""));
         }
         let bad = |problem: String| Err(Err(ErrorData::from(Error::BadSessionName { problem })));
         match context.meta.get(SESSION_META_KEY) {
@@ -992,7 +993,7 @@ impl Front {
         }
         let mut detail = json!({ "outcome": "withheld", "redact": checked.redacted });
         if let Some(Withheld::Oversize { bytes, limit }) = checked.withheld {
-            detail["scannedBytes"] = json!(bytes);
+            detail["textBytes"] = json!(bytes);
             detail["maxScanBytes"] = json!(limit);
         }
         let text = crate::redact::withheld_text(name, &checked);
