@@ -4042,6 +4042,12 @@ name = "notes"
 command = {notes}
 trusted = true
 
+# Private data: npm's knowledge-graph server.
+[[upstream]]
+name = "memory"
+command = {memory}
+env = {{ MEMORY_FILE_PATH = "{memory_file}" }}
+
 {trifecta}
 
 # What an untrusted upstream's open-world result brought in taints the
@@ -4054,6 +4060,8 @@ after = ["upstream:web and tainted"]
 "#,
         fetch = peers::fetch_server().toml(),
         notes = toml_list(&[notes]),
+        memory = toml_list(&npm_command("@modelcontextprotocol/server-memory")),
+        memory_file = dir.join("memory.jsonl").display(),
         trifecta = support::trifecta(2),
     );
     let gateway = Gateway::start(&dir, &config);
@@ -4069,19 +4077,22 @@ after = ["upstream:web and tainted"]
     let result = &first["results"][0];
     assert_eq!(result["isError"], false, "{result}\n{}", gateway.stderr());
 
-    // Another session reads the page, then writes: parked, unanswered,
-    // expired as denied.
+    // Another session reads its private data and the page, then writes:
+    // parked, unanswered, expired as denied.
     let second = gateway.python(
         TOKEN,
         "legacy",
         &json!([
+            call("memory__read_graph", json!({})),
             call("web__fetch", json!({ "url": page.url })),
             write(),
             call("notes__list_notes", json!({})),
         ]),
     );
-    let (fetched, parked) = (&second["results"][0], &second["results"][1]);
-    let tainted = &second["results"][2];
+    let private = &second["results"][0];
+    assert_ne!(private["isError"], true, "{private}");
+    let (fetched, parked) = (&second["results"][1], &second["results"][2]);
+    let tainted = &second["results"][3];
     assert_eq!(tainted["isError"], true, "{tainted}");
     assert!(
         text(tainted).contains("rule[1] (deny notes__list_notes after upstream:web and tainted)"),
@@ -4109,7 +4120,7 @@ after = ["upstream:web and tainted"]
     }
     assert_eq!(page.requests().len(), 1, "the page was fetched once");
 
-    let log = gateway.log_with("finished", 6);
+    let log = gateway.log_with("finished", 7);
     let fetch_id = call_id_of(&log, "fetch");
     let writes: Vec<&Value> = log
         .iter()
