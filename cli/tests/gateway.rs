@@ -4135,6 +4135,15 @@ after = ["upstream:web and tainted"]
         ["allow", "require_approval", "expired", "allow"],
         "{log:#?}"
     );
+    // Three client runs, three sessions: each write's entry names its own.
+    let sessions: Vec<&str> = [0, 1, 3]
+        .map(|index| writes[index]["session"].as_str().expect("a session key"))
+        .to_vec();
+    assert!(
+        sessions[0] != sessions[1] && sessions[1] != sessions[2] && sessions[0] != sessions[2],
+        "{sessions:?}"
+    );
+    assert_eq!(writes[1]["session"], writes[2]["session"]);
     let looked_back = writes[1];
     assert_eq!(
         looked_back["earlier"],
@@ -4249,6 +4258,18 @@ count = { of = "destructive", more_than = 2, within_secs = 60 }
     for (index, entry) in decided.iter().enumerate().filter(|(index, _)| *index != 3) {
         assert!(entry.get("earlier").is_none(), "{index}: {entry}");
     }
+    // One session (the principal's): every entry names the same key, a
+    // digest, never the principal's name.
+    let session = log[0]["session"].as_str().expect("a session key");
+    assert_eq!(session.len(), 64, "{session}");
+    assert!(
+        session.bytes().all(|byte| byte.is_ascii_hexdigit()),
+        "{session}"
+    );
+    assert!(
+        log.iter().all(|entry| entry["session"] == session),
+        "{log:#?}"
+    );
     let finished: Vec<&Value> = of_call(&log, &decided[3]["id"])
         .into_iter()
         .filter(|entry| entry["phase"] == "finished")

@@ -1440,6 +1440,7 @@ mod tests {
             degraded: None,
             by: None,
             earlier: None,
+            session: None,
             redacted: None,
             phase: Phase::Decided,
         }

@@ -236,6 +236,13 @@ pub struct Entry {
     /// entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub earlier: Option<Vec<crate::session::EarlierCall>>,
+    /// The call's session as the history keys it
+    /// ([`SessionKey`](crate::session::SessionKey): 64 hex digits, a
+    /// digest that names no client text), on every entry of a call made
+    /// while some rule looks back, so that the calls of one session can be
+    /// read together. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// On a `finished` entry, what the `[[redact]]` rules found in the
     /// result, per rule that matched: never the matched text. Absent
     /// when nothing matched (and in logs written before redaction).
@@ -1259,6 +1266,7 @@ mod tests {
             degraded: None,
             by: None,
             earlier: None,
+            session: None,
             redacted: None,
             phase: Phase::Decided,
         }

@@ -58,6 +58,8 @@ struct CallRecord {
     hints: Value,
     arguments_sha256: String,
     arguments: Option<Value>,
+    /// Its session's key, when a rule looks back.
+    session: Option<String>,
 }
 
 impl CallRecord {
@@ -88,6 +90,7 @@ impl CallRecord {
             degraded: None,
             by: None,
             earlier: None,
+            session: self.session.clone(),
             redacted: None,
             phase,
         }
@@ -175,7 +178,9 @@ impl Front {
         let mut call = self.resolve(request, &principal.name).await?;
         call.scopes = principal.scopes.clone();
         if self.gateway.policy.looks_back() {
-            call.session = Some(self.session(&principal.name, context).map_err(Box::new)?);
+            let session = self.session(&principal.name, context).map_err(Box::new)?;
+            call.record.session = Some(session.as_str().to_owned());
+            call.session = Some(session);
         }
         // Boxed, like every wait for an approver below: the common path's
         // future stays small, and rmcp moves it whole into each request's
@@ -344,6 +349,7 @@ impl Front {
                 .log
                 .raw_arguments
                 .then(|| Value::Object(arguments.clone())),
+            session: None,
         }
     }
 
@@ -1291,6 +1297,7 @@ mod tests {
             hints: Value::Null,
             arguments_sha256: "0".repeat(64),
             arguments: None,
+            session: None,
         };
         let approvals = Approvals::in_process();
         let metrics = Metrics::prometheus();
