@@ -864,6 +864,30 @@ mod tests {
         assert_eq!(checked.redacted[0].matches, 1);
     }
 
+    /// A pattern that backtracks exponentially in a backtracking engine
+    /// (`(a+)+$` against `aaa...!`) scans a large result in one linear
+    /// pass: the regex crate has no backtracking on such input, so this
+    /// finishes (a backtracking engine would not within the test's life).
+    #[test]
+    fn a_pathological_pattern_scans_a_large_result_in_linear_time() {
+        let redactor = redactor("[[redact]]\npattern = \"(a+)+$\"\n");
+        let hostile = format!("{}!", "a".repeat(200_000));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(hostile.clone())]);
+        let checked = redactor.check("notes", "read", &mut result);
+        // `$` is never reached by a run of `a`s: nothing matches.
+        assert!(checked.redacted.is_empty(), "{checked:?}");
+        assert_eq!(result.content[0].as_text().unwrap().text, hostile);
+        let mut ending = CallToolResult::success(vec![ContentBlock::text(
+            "b".to_owned() + &"a".repeat(200_000),
+        )]);
+        let checked = redactor.check("notes", "read", &mut ending);
+        assert_eq!(checked.redacted[0].matches, 1);
+        assert_eq!(
+            ending.content[0].as_text().unwrap().text,
+            "b[redacted:pattern]"
+        );
+    }
+
     #[test]
     fn patterns_too_big_or_matching_nothing_are_refused() {
         assert!(RedactPattern::new(r"\w{1000}{1000}").is_err());
