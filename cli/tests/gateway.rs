@@ -956,14 +956,11 @@ fn gateway_check_exits_2_on_a_redact_table_it_cannot_use() {
         ),
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_mcp-hints"))
-        .args(["gateway", "check", "--config"])
-        .arg(&path)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (status, _, stderr) = gateway_command(
+        &["check".as_ref(), "--config".as_ref(), path.as_os_str()],
+        &[],
+    );
+    assert_eq!(status, Some(2), "{stderr}");
     assert!(
         stderr.contains(
             "gateway.toml:16:11: redact[0].pattern: not a usable regular expression: unclosed \

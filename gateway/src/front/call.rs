@@ -279,7 +279,7 @@ impl Front {
                 None => Ok(SessionKey::new(SessionKind::Named, principal, name)),
                 Some(problem) => bad(problem),
             },
-            Some(other) => bad(format!("is {}", json_kind(other))),
+            Some(other) => bad(format!("is {}", mcp_hints::hints::json_type(other))),
         }
     }
 
@@ -1178,18 +1178,6 @@ fn approval_reason(rule: Option<&str>, earlier: Option<&[EarlierCall]>) -> Strin
         reason.push_str(&format!(", after {} in this session", calls.join(", ")));
     }
     reason
-}
-
-/// What kind of JSON value `value` is, for messages: `a number`.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The refusal of a call whose audit entry could not be written.
