@@ -58,8 +58,8 @@ struct CallRecord {
     hints: Value,
     arguments_sha256: String,
     arguments: Option<Value>,
-    /// Its session's key, when a rule looks back.
-    session: Option<String>,
+    /// Its session, when a rule looks back (none is kept otherwise).
+    session: Option<SessionKey>,
 }
 
 impl CallRecord {
@@ -90,7 +90,7 @@ impl CallRecord {
             degraded: None,
             by: None,
             earlier: None,
-            session: self.session.clone(),
+            session: self.session.as_ref().map(|key| key.as_str().to_owned()),
             redacted: None,
             phase,
         }
@@ -108,8 +108,6 @@ struct Call {
     /// The scopes of the caller's OAuth token, for the rules that name
     /// one; none for a `[[client]]` token and stdio.
     scopes: Arc<[String]>,
-    /// Its session, when a rule looks back (none is kept otherwise).
-    session: Option<SessionKey>,
 }
 
 /// The policy's verdict on a call, with the audit log's words for it.
@@ -178,9 +176,7 @@ impl Front {
         let mut call = self.resolve(request, &principal.name).await?;
         call.scopes = principal.scopes.clone();
         if self.gateway.policy.looks_back() {
-            let session = self.session(&principal.name, context).map_err(Box::new)?;
-            call.record.session = Some(session.as_str().to_owned());
-            call.session = Some(session);
+            call.record.session = Some(self.session(&principal.name, context).map_err(Box::new)?);
         }
         // Boxed, like every wait for an approver below: the common path's
         // future stays small, and rmcp moves it whole into each request's
@@ -238,7 +234,6 @@ impl Front {
             record,
             arguments,
             scopes: Arc::from([]),
-            session: None,
         })
     }
 
@@ -485,7 +480,7 @@ impl Front {
             history: Lookback::Unknown,
         };
         let mut degraded = Vec::new();
-        let history: Option<History> = match &call.session {
+        let history: Option<History> = match &call.record.session {
             Some(session) if policy.needs_history(&scope) => {
                 match self.gateway.state.history(session.as_str()).await {
                     Ok(history) => Some(history),
@@ -792,7 +787,6 @@ impl Front {
             listed,
             record,
             arguments,
-            session,
             ..
         } = call;
         let upstream = &listed.upstream;
@@ -805,7 +799,7 @@ impl Front {
                 return Ok(unavailable(&name, &upstream.name, &reason.to_string()));
             }
         };
-        if let Some(session) = &session {
+        if let Some(session) = &record.session {
             let called = HistoryEvent::Called {
                 id: record.id.clone(),
                 upstream: upstream.name.clone(),
@@ -832,7 +826,7 @@ impl Front {
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
         let (result, outcome, checked) = self.redact(&name, &listed, result, outcome);
-        if let Some(session) = &session {
+        if let Some(session) = &record.session {
             // Before the answer goes back: the client's next call must see
             // what this result brought into its context.
             let taint = if checked.matched() {
