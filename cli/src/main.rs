@@ -2,6 +2,10 @@
 
 use std::process::ExitCode;
 
+/// The allocator of the whole command (see `Cargo.toml` for why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match mcp_hints_cli::command_line() {
         Ok(cli) => cli,
