@@ -165,8 +165,11 @@ impl Config {
     /// each, to say as an event at start: a `require_approval` rule with no
     /// admin endpoint (its calls can only expire), an HTTP endpoint with no
     /// `[[client]]` (nobody can be let in), a token shorter than
-    /// [`defaults::MIN_TOKEN_CHARS`] (guessable), and raw arguments logged
-    /// beside `[[redact]]` rules (which check results, not arguments).
+    /// [`defaults::MIN_TOKEN_CHARS`] (guessable), raw arguments logged
+    /// beside `[[redact]]` rules (which check results, not arguments), and
+    /// a rule's `count.within_secs` longer than `[session] idle_secs` (a
+    /// pause of `idle_secs` ends the history, so the window never reaches
+    /// back past one).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         let tokens = self
@@ -208,6 +211,19 @@ impl Config {
                  request gets 401"
                     .to_owned(),
             );
+        }
+        for (index, rule) in self.rules.iter().enumerate() {
+            if let Some(count) = &rule.count
+                && count.within > self.session.idle
+            {
+                warnings.push(format!(
+                    "rule[{index}].count.within_secs ({within}) is longer than `[session] \
+                     idle_secs` ({idle}): a session's history ends after {idle} s without a \
+                     call, so calls before such a pause are not counted",
+                    within = count.within.as_secs(),
+                    idle = self.session.idle.as_secs(),
+                ));
+            }
         }
         if self.log.raw_arguments && !self.redacts.is_empty() {
             warnings.push(

@@ -785,6 +785,31 @@ fn likely_mistakes_are_warned_of() {
              `[[redact]]` checks results only: a secret a client sends reaches the log"
         ]
     );
+    let window = |idle: &str, within: u32| {
+        format!(
+            "{LOG}{UPSTREAMS}{idle}[[rule]]\naction = \"deny\"\n\
+             count = {{ more_than = 2, within_secs = {within} }}\n"
+        )
+    };
+    assert_eq!(
+        read(&window("[session]\nidle_secs = 60\n", 61))
+            .unwrap()
+            .warnings(),
+        [
+            "rule[0].count.within_secs (61) is longer than `[session] idle_secs` (60): a \
+             session's history ends after 60 s without a call, so calls before such a pause are \
+             not counted"
+        ]
+    );
+    assert!(
+        read(&window("[session]\nidle_secs = 60\n", 60))
+            .unwrap()
+            .warnings()
+            .is_empty()
+    );
+    // The default `idle_secs` (30 minutes) holds a window of an hour no
+    // more than an explicit one would.
+    assert_eq!(read(&window("", 3600)).unwrap().warnings().len(), 1);
 }
 
 #[test]
