@@ -1442,6 +1442,7 @@ mod tests {
             earlier: None,
             session: None,
             redacted: None,
+            withheld: None,
             phase: Phase::Decided,
         }
     }

@@ -248,6 +248,13 @@ pub struct Entry {
     /// when nothing matched (and in logs written before redaction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted: Option<Vec<Redacted>>,
+    /// On the `finished` entry of a withheld result (outcome `withheld`),
+    /// why: the `deny_result` rule that matched (`redact[1] (detectors
+    /// private_key)`), or `over [redaction] max_scan_bytes: 250000 bytes
+    /// of text, the limit 200000` for a result too big to scan. Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
     /// `decided` (written before forwarding) or `finished` (after).
     pub phase: Phase,
 }
@@ -1268,6 +1275,7 @@ mod tests {
             earlier: None,
             session: None,
             redacted: None,
+            withheld: None,
             phase: Phase::Decided,
         }
     }

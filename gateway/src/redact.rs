@@ -284,6 +284,19 @@ pub(crate) enum Withheld {
     },
 }
 
+impl Withheld {
+    /// Why, as the `finished` entry's `withheld` says it: the rule's
+    /// description, or the size against the limit.
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            Withheld::Rule(rule) => rule.clone(),
+            Withheld::Oversize { bytes, limit } => {
+                format!("over [redaction] max_scan_bytes: {bytes} bytes of text, the limit {limit}")
+            }
+        }
+    }
+}
+
 impl Redactor {
     /// The redactor of `config`'s `[[redact]]` and `[redaction]`.
     pub(crate) fn new(config: &Config) -> Redactor {

@@ -179,6 +179,14 @@ action = "deny_result"
         finished[2]["redacted"][0]["rule"],
         "redact[1] (detectors private_key)"
     );
+    // Why it was withheld, on its own entry only.
+    assert_eq!(finished[2]["withheld"], "redact[1] (detectors private_key)");
+    assert!(
+        entries
+            .iter()
+            .filter(|entry| entry["outcome"] != "withheld")
+            .all(|entry| entry.get("withheld").is_none())
+    );
     // The decided entries match nothing: no `redacted` there.
     assert!(
         entries
@@ -204,6 +212,75 @@ action = "deny_result"
             "{expected} in:\n{metrics}"
         );
     }
+
+    drop(alice);
+    stop.cancel();
+    served.gateway.close();
+}
+
+/// A result whose text is over `[redaction] max_scan_bytes` is withheld
+/// unscanned, and its `finished` entry says so, sizes included: with no
+/// rule matched, nothing else in the log would tell why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_too_big_to_scan_is_withheld_and_its_entry_says_why() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let stop = CancellationToken::new();
+    let dir = scratch_dir("redaction-oversize");
+    let log = dir.join("audit.jsonl");
+    let notes = serde_json::to_string(&[notes_server()]).unwrap();
+    let config = format!(
+        r#"
+[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "alice"
+token = "{ALICE}"
+
+[log]
+path = {log:?}
+
+[[upstream]]
+name = "notes"
+command = {notes}
+trusted = true
+
+[redaction]
+max_scan_bytes = 16
+
+[[redact]]
+detectors = ["aws_access_key"]
+"#
+    );
+    let served = serve_gateway_built(&dir, "gateway", &config, &stop, |builder| builder).await;
+    let alice = client(served.address, ALICE).await;
+    let appended = call(
+        &alice,
+        "notes__append_note",
+        "a note longer than sixteen bytes",
+    )
+    .await;
+    assert_eq!(appended.is_error, Some(true), "{appended:?}");
+    let detail = &appended.meta.as_ref().unwrap().0["mcp-hints/gateway"];
+    assert_eq!(detail["outcome"], "withheld", "{detail}");
+    assert_eq!(detail["maxScanBytes"], 16, "{detail}");
+    let bytes = detail["textBytes"].as_u64().unwrap();
+    assert!(bytes > 16, "{detail}");
+
+    let entries = log_lines(&log, 2).await;
+    let finished = entries
+        .iter()
+        .find(|entry| entry["phase"] == "finished")
+        .unwrap();
+    assert_eq!(finished["outcome"], "withheld", "{finished}");
+    assert_eq!(
+        finished["withheld"],
+        json!(format!(
+            "over [redaction] max_scan_bytes: {bytes} bytes of text, the limit 16"
+        )),
+        "{finished}"
+    );
+    assert!(finished.get("redacted").is_none(), "{finished}");
 
     drop(alice);
     stop.cancel();

@@ -92,6 +92,7 @@ impl CallRecord {
             earlier: None,
             session: self.session.as_ref().map(|key| key.as_str().to_owned()),
             redacted: None,
+            withheld: None,
             phase,
         }
     }
@@ -849,6 +850,7 @@ impl Front {
             Some(outcome),
             Some(attempts),
         );
+        finished.withheld = checked.withheld.as_ref().map(Withheld::reason);
         finished.redacted = (!checked.redacted.is_empty()).then_some(checked.redacted);
         if let Err(error) = self.write_finished(&finished).await {
             let error = error.to_string();
