@@ -806,9 +806,18 @@ impl Inner {
     /// checkpoint after it when one is due; how many lines are written
     /// now, this one included.
     fn append(&self, body: &[u8]) -> Result<u64, LogError> {
+        // The path is looked up before the lock is taken: the lookup is
+        // the slowest part of an append, and every call waits on the lock.
+        // The file it found is checked under the lock; one that is not the
+        // open file (a rotation in between) is looked up again there.
+        let seen = std::fs::metadata(&self.path).map(|on_disk| identity(&on_disk));
         let mut appender = self.appender.lock().unwrap_or_else(PoisonError::into_inner);
         let line = appender.head.link(body);
-        let appended = match self.still_in_place(appender.identity) {
+        let in_place = match seen {
+            Ok(seen) if seen == appender.identity => Ok(()),
+            _ => self.still_in_place(appender.identity),
+        };
+        let appended = match in_place {
             Ok(()) => self.write_linked(&mut appender, &line, false),
             Err(source) => Err(self.error("append to it", source)),
         };
