@@ -163,11 +163,13 @@ fn a_1_5_gb_body_is_refused_by_its_length_before_it_is_read() {
 #[test]
 fn an_endless_body_stops_at_the_bound() {
     let url = serve(Hostile::EndlessBody);
-    // The default bound, 64 MiB: read up to it, then refused.
+    // The default bound, 64 MiB: read up to it, then refused, holding
+    // little more than what it read (89 MiB measured; a buffer grown by
+    // doubling held 200 MiB under mimalloc).
     let run = audit(&["--url", &url]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.seconds < 10.0, "{run:?}");
-    assert!(run.peak_kib < 200 * 1024, "{run:?}");
+    assert!(run.peak_kib < 128 * 1024, "{run:?}");
     assert!(
         run.stderr.contains(&format!(
             "sent an HTTP response body of more than 67108864 bytes (64 MiB){TOO_LARGE}"

@@ -281,15 +281,25 @@ impl HttpTransport {
         if declared.is_some_and(|length| length > self.max_bytes as u64) {
             return Err(self.too_large(location.to_owned(), ctx));
         }
-        let mut body = Vec::with_capacity(declared.map_or(0, |length| length as usize));
+        // The chunks are kept as they came and joined once at the end: a
+        // buffer grown by doubling leaves each smaller one behind, which an
+        // allocator need not hand back at once, so a body read up to the
+        // bound could hold several times the bound.
+        let mut chunks = Vec::new();
+        let mut length = 0;
         while let Some(chunk) = response
             .chunk()
             .await
             .map_err(|error| http_error(error, ctx))?
         {
-            if body.len() + chunk.len() > self.max_bytes {
+            length += chunk.len();
+            if length > self.max_bytes {
                 return Err(self.too_large(location.to_owned(), ctx));
             }
+            chunks.push(chunk);
+        }
+        let mut body = Vec::with_capacity(length);
+        for chunk in chunks {
             body.extend_from_slice(&chunk);
         }
         Ok(body)
