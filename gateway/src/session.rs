@@ -456,9 +456,10 @@ impl fmt::Display for CountCondition {
             [Term::Any] | [] => String::new(),
             _ => format!("{} ", self.of),
         };
+        let calls = if self.more_than == 1 { "call" } else { "calls" };
         write!(
             f,
-            "{} {of}calls within {} s",
+            "{} {of}{calls} within {} s",
             self.more_than,
             self.within.as_secs()
         )

@@ -453,7 +453,7 @@ window_secs = 60
     let refused = call(&at_a, "up__echo", "one too many").await;
     assert_eq!(refused.is_error, Some(true), "{refused:?}");
     assert!(
-        text(&refused).contains("at most 1 calls per 60 s"),
+        text(&refused).contains("at most 1 call per 60 s"),
         "{}",
         text(&refused)
     );

@@ -73,7 +73,8 @@ pub struct LogArgs {
     pub json: bool,
     /// The table's columns, in this order, comma-separated: time, id,
     /// principal, upstream, tool, decision, phase, outcome, attempts,
-    /// hints, args, rule, by, replica; or `all` (all but by and replica).
+    /// hints, args, rule, by, replica, withheld; or `all` (all but by,
+    /// replica and withheld).
     /// Default:
     /// all of them, or, on a terminal, the most that fit its width (id,
     /// args, hints, attempts and phase are left out first). With more
@@ -124,11 +125,15 @@ pub enum Column {
     /// `BY`: who decided a parked call (`-` on other entries); shown when
     /// asked for.
     By,
+    /// `WITHHELD`: why a withheld result was withheld, the rule or the
+    /// size (`-` on other entries); shown when asked for.
+    Withheld,
 }
 
 impl Column {
     /// Every column of one log's table, in its order: what `all` names
-    /// (every column but [`Column::Replica`] and [`Column::By`]).
+    /// (every column but [`Column::Replica`], [`Column::By`] and
+    /// [`Column::Withheld`]).
     pub const ALL: [Column; 12] = [
         Column::Time,
         Column::Id,
@@ -171,6 +176,7 @@ impl Column {
             Column::Rule => "rule",
             Column::Replica => "replica",
             Column::By => "by",
+            Column::Withheld => "withheld",
         }
     }
 
@@ -190,6 +196,7 @@ impl Column {
             Column::Rule => "RULE",
             Column::Replica => "REPLICA",
             Column::By => "BY",
+            Column::Withheld => "WITHHELD",
         }
     }
 
@@ -215,6 +222,7 @@ impl Column {
             Column::Rule => Cell::plain(&optional(&entry.rule)),
             Column::Replica => Cell::plain(&optional(&entry.replica)),
             Column::By => Cell::plain(&optional(&entry.by)),
+            Column::Withheld => Cell::plain(&optional(&entry.withheld)),
         }
     }
 }
@@ -236,7 +244,9 @@ fn parse_column(text: &str) -> Result<Vec<Column>, String> {
     if text.trim() == "all" {
         return Ok(Column::ALL.to_vec());
     }
-    let every = Column::ALL.into_iter().chain([Column::Replica, Column::By]);
+    let every = Column::ALL
+        .into_iter()
+        .chain([Column::Replica, Column::By, Column::Withheld]);
     every
         .clone()
         .find(|column| column.name() == text.trim())
@@ -939,6 +949,28 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn the_withheld_column_says_why_a_result_was_withheld() {
+        let mut withheld = entry(1, "alice", "read", "allow", "2026-03-16T09:00:00.000Z");
+        withheld.phase = Phase::Finished;
+        withheld.outcome = Some(Outcome::Withheld);
+        withheld.withheld =
+            Some("over [redaction] max_scan_bytes: 818 bytes of text, the limit 300".into());
+        let other = entry(2, "alice", "list", "allow", "2026-03-16T09:00:01.000Z");
+        let columns = parse_column("withheld").unwrap();
+        assert_eq!(columns, [Column::Withheld]);
+        let columns = [Column::Tool, Column::Withheld];
+        assert_eq!(
+            anstream::adapter::strip_str(&table(&[withheld, other], &columns)).to_string(),
+            "TOOL  WITHHELD\n\
+             read  over [redaction] max_scan_bytes: 818 bytes of text, the limit 300\n\
+             list  -\n\
+             2 entries\n"
+        );
+        // Not among `all`'s, as `by` and `replica` are not.
+        assert!(!parse_column("all").unwrap().contains(&Column::Withheld));
+    }
+
     /// The `decided` entry of call `n` by `replica` at `time`.
     fn by(replica: Option<&str>, n: u32, time: &str) -> Entry {
         let mut entry = entry(n, "alice", "t", "allow", time);
@@ -1056,7 +1088,7 @@ mod tests {
         assert!(
             error.contains(
                 "give time, id, principal, upstream, tool, decision, phase, outcome, \
-                 attempts, hints, args, rule, replica, by or all"
+                 attempts, hints, args, rule, replica, by, withheld or all"
             ),
             "{error}"
         );

@@ -218,8 +218,8 @@ impl Config {
             {
                 warnings.push(format!(
                     "rule[{index}].count.within_secs ({within}) is longer than `[session] \
-                     idle_secs` ({idle}): a session's history ends after {idle} s without a \
-                     call, so calls before such a pause are not counted",
+                     idle_secs` ({idle}): a history ends after {idle} s without a call, so \
+                     calls before such a pause are not counted",
                     within = count.within.as_secs(),
                     idle = self.session.idle.as_secs(),
                 ));

@@ -112,7 +112,10 @@ pub(super) struct RawSession {
 
 /// A rule's `count`.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an inline table `{ of = \"CONDITION\", more_than = N, within_secs = N }`"
+)]
 pub(super) struct RawCount {
     pub(super) of: Option<Spanned<String>>,
     pub(super) more_than: Spanned<u32>,

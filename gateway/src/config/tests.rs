@@ -797,8 +797,8 @@ fn likely_mistakes_are_warned_of() {
             .warnings(),
         [
             "rule[0].count.within_secs (61) is longer than `[session] idle_secs` (60): a \
-             session's history ends after 60 s without a call, so calls before such a pause are \
-             not counted"
+             history ends after 60 s without a call, so calls before such a pause are not \
+             counted"
         ]
     );
     assert!(
@@ -1510,6 +1510,14 @@ fn bad_look_backs_are_named_where_they_are() {
             "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\ncount = {{ more_than = 2 }}\n"
         ))
         .contains("within_secs")
+    );
+    // A count that is not a table says what one is, not a type's name.
+    assert_eq!(
+        problem(&format!(
+            "{LOG}{UPSTREAMS}[[rule]]\naction = \"deny\"\ncount = 5\n"
+        )),
+        "/etc/gw/gateway.toml:12:9: rule[0].count: invalid type: integer `5`, expected an \
+         inline table `{ of = \"CONDITION\", more_than = N, within_secs = N }`"
     );
     assert_eq!(
         problem(&format!("{LOG}[session]\nmax_calls = 0\n")),
