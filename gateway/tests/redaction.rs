@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rmcp::model::CallToolRequestParams;
@@ -35,14 +35,11 @@ fn notes_server() -> PathBuf {
     .clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secrets_in_results_are_masked_or_withheld_and_never_logged() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let stop = CancellationToken::new();
-    let dir = scratch_dir("redaction");
-    let log = dir.join("audit.jsonl");
+/// A gateway serving `alice` over HTTP in front of `notes`, logging to
+/// `log`, with `tables` (its `[[redact]]` and `[redaction]`) after.
+fn config(log: &Path, tables: &str) -> String {
     let notes = serde_json::to_string(&[notes_server()]).unwrap();
-    let config = format!(
+    format!(
         r#"
 [listen]
 http = "127.0.0.1:0"
@@ -58,7 +55,19 @@ path = {log:?}
 name = "notes"
 command = {notes}
 trusted = true
+{tables}"#
+    )
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_in_results_are_masked_or_withheld_and_never_logged() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let stop = CancellationToken::new();
+    let dir = scratch_dir("redaction");
+    let log = dir.join("audit.jsonl");
+    let config = config(
+        &log,
+        r#"
 [[redact]]
 detectors = ["aws_access_key"]
 
@@ -66,7 +75,7 @@ detectors = ["aws_access_key"]
 tool = "append*"
 detectors = ["private_key"]
 action = "deny_result"
-"#
+"#,
     );
     let served = serve_gateway_built(&dir, "gateway", &config, &stop, |builder| {
         builder.metrics(true)
@@ -227,30 +236,15 @@ async fn a_result_too_big_to_scan_is_withheld_and_its_entry_says_why() {
     let stop = CancellationToken::new();
     let dir = scratch_dir("redaction-oversize");
     let log = dir.join("audit.jsonl");
-    let notes = serde_json::to_string(&[notes_server()]).unwrap();
-    let config = format!(
+    let config = config(
+        &log,
         r#"
-[listen]
-http = "127.0.0.1:0"
-
-[[client]]
-principal = "alice"
-token = "{ALICE}"
-
-[log]
-path = {log:?}
-
-[[upstream]]
-name = "notes"
-command = {notes}
-trusted = true
-
 [redaction]
 max_scan_bytes = 16
 
 [[redact]]
 detectors = ["aws_access_key"]
-"#
+"#,
     );
     let served = serve_gateway_built(&dir, "gateway", &config, &stop, |builder| builder).await;
     let alice = client(served.address, ALICE).await;
