@@ -14,7 +14,10 @@
 //!    program into `target/bench-peers/venv`, as `gateway_bench` does). Its
 //!    Python SDK (1.30) speaks revisions up to 2025-11-25 and answers 400 to
 //!    `MCP-Protocol-Version: 2026-07-28`, so its requests say 2025-11-25 in
-//!    that header; their bodies are the same.
+//!    that header; their bodies are the same;
+//! 5. with `--baseline DIR`, the gateway of another build (its
+//!    `mcp-hints` and `notes` in DIR), log on disk and on tmpfs, in the
+//!    same rounds, with the ratios of this build's gateway to it.
 //!
 //! Every request is the same stateless MCP 2026-07-28 POST to `/mcp`: a
 //! `tools/call` of `list_notes` (`notes__list_notes` through the gateway)
@@ -40,7 +43,7 @@
 //! the median of 200 appends of one audit line, each synced) plus 100 µs.
 //!
 //! Everything is on loopback; the run takes about `rounds × concurrencies ×
-//! 4 × seconds` plus start-up, and stops by itself. Every process it starts
+//! set-ups × seconds` plus start-up, and stops by itself. Every process it starts
 //! is stopped when it ends, however it ends (an error, Ctrl-C, SIGTERM).
 //!
 //! Run (`mcp-hints` and `notes` are found beside this executable, or in
@@ -99,6 +102,12 @@ struct Options {
     /// Runs the `mcp-hints` and `notes` found here instead of this build's.
     #[arg(long, value_name = "DIR")]
     bin_dir: Option<PathBuf>,
+    /// Adds the gateway of another build (its `mcp-hints` and `notes` in
+    /// DIR), log on disk and on tmpfs, to the same interleaved rounds, and
+    /// the ratios of this build's gateway to it: a before and after that
+    /// a noisy machine's drift between two runs cannot blur.
+    #[arg(long, value_name = "DIR")]
+    baseline: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -174,6 +183,7 @@ async fn run(options: &Options) -> Result<(), String> {
     )?);
     let (gateway, url) =
         start_gateway(&binaries, &disk, &tmpfs.0, "tmpfs", &token, &upstream).await?;
+    let bearer_for_baseline = bearer.clone();
     setups.push(Setup::new(
         "gateway, stdio upstream, log on tmpfs",
         &url,
@@ -191,6 +201,27 @@ async fn run(options: &Options) -> Result<(), String> {
     )?;
     proxy.protocol = "2025-11-25";
     setups.push(proxy);
+    if let Some(dir) = &options.baseline {
+        let baseline = peers::binaries(Some(dir))?;
+        let upstream = format!(
+            "command = {}",
+            toml_string_list(&[baseline.notes.to_string_lossy().into_owned()])
+        );
+        for (name, logs, label) in [
+            ("baseline gateway, log on disk", &disk.0, "baseline-disk"),
+            ("baseline gateway, log on tmpfs", &tmpfs.0, "baseline-tmpfs"),
+        ] {
+            let (gateway, url) =
+                start_gateway(&baseline, &disk, logs, label, &token, &upstream).await?;
+            setups.push(Setup::new(
+                name,
+                &url,
+                "notes__list_notes",
+                Some(bearer_for_baseline.clone()),
+                vec![gateway],
+            )?);
+        }
+    }
     for setup in &mut setups {
         setup.ready().await?;
         setup.runs = vec![Vec::new(); options.concurrency.len()];
@@ -529,8 +560,12 @@ fn report(options: &Options, setups: &[Setup], sync_micros: f64) -> String {
             );
         }
     }
-    let [direct, disk, tmpfs, proxy] = setups else {
-        return out;
+    let (direct, disk, tmpfs, proxy, baseline) = match setups {
+        [direct, disk, tmpfs, proxy] => (direct, disk, tmpfs, proxy, None),
+        [direct, disk, tmpfs, proxy, old_disk, old_tmpfs] => {
+            (direct, disk, tmpfs, proxy, Some((old_disk, old_tmpfs)))
+        }
+        _ => return out,
     };
     let _ = writeln!(out, "\n| ratio (requests/s) | concurrency | ratio | goal |");
     let _ = writeln!(out, "|---|---|---|---|");
@@ -555,6 +590,15 @@ fn report(options: &Options, setups: &[Setup], sync_micros: f64) -> String {
                  {GOAL_VS_PROXY}x |",
                 rate(gateway) / rate(proxy)
             );
+        }
+        if let Some((old_disk, old_tmpfs)) = baseline {
+            for (gateway, old, log) in [(disk, old_disk, "disk"), (tmpfs, old_tmpfs, "tmpfs")] {
+                let _ = writeln!(
+                    out,
+                    "| gateway (log on {log}) / baseline gateway | {concurrency} | {:.2}x |  |",
+                    rate(gateway) / rate(old)
+                );
+            }
         }
     }
     if let Some(slot) = options.concurrency.iter().position(|&c| c == 1) {
