@@ -183,12 +183,11 @@ async fn run(options: &Options) -> Result<(), String> {
     )?);
     let (gateway, url) =
         start_gateway(&binaries, &disk, &tmpfs.0, "tmpfs", &token, &upstream).await?;
-    let bearer_for_baseline = bearer.clone();
     setups.push(Setup::new(
         "gateway, stdio upstream, log on tmpfs",
         &url,
         "notes__list_notes",
-        Some(bearer),
+        Some(bearer.clone()),
         vec![gateway],
     )?);
     let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes, &["--stateless"]).await?;
@@ -217,7 +216,7 @@ async fn run(options: &Options) -> Result<(), String> {
                 name,
                 &url,
                 "notes__list_notes",
-                Some(bearer_for_baseline.clone()),
+                Some(bearer.clone()),
                 vec![gateway],
             )?);
         }

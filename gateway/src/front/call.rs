@@ -620,10 +620,10 @@ impl Front {
                 retry_after,
             } => {
                 let retry = retry_after.as_secs_f64().ceil().max(1.0);
-                let calls = if limit == 1 { "call" } else { "calls" };
+                let calls = mcp_hints_core::escape::count(limit as usize, "call", "calls");
                 return refusal(
                     format!(
-                        "`{name}` refused by the gateway's {}: at most {limit} {calls} per {} s; \
+                        "`{name}` refused by the gateway's {}: at most {calls} per {} s; \
                          retry after {retry} s; it was not forwarded",
                         rule_text.as_deref().unwrap_or("rate limit"),
                         window.as_secs()
