@@ -971,8 +971,8 @@ fn gateway_check_exits_2_on_a_redact_table_it_cannot_use() {
     assert!(
         stderr.contains(
             "gateway.toml:19:14: redact[1].detectors[0]: unknown detector `aws_keys`; the \
-             detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
-             `secrets`"
+             detectors are `private_key`, `aws_access_key`, `github_token`, `gitlab_token`, \
+             `openai_api_key`, `slack_token`, `bearer_token`, `secrets`"
         ),
         "{stderr}"
     );

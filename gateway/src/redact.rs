@@ -58,15 +58,51 @@ pub enum Detector {
     /// `ghr_` and 36 or more letters or digits; `github_pat_` and 22 or
     /// more).
     GithubToken,
+    /// `gitlab_token`: a GitLab token by the prefixes GitLab documents
+    /// (docs.gitlab.com, "GitLab token overview", token prefixes): a
+    /// personal, project or group access token (`glpat-`), a deploy
+    /// token (`gldt-`), a runner authentication token (`glrt-`), a
+    /// pipeline trigger token (`glptt-`), a CI/CD job token (`glcbt-`), a
+    /// feed token (`glft-`), an incoming mail token (`glimt-`), a
+    /// Kubernetes agent token (`glagent-`), an OAuth application secret
+    /// (`gloas-`), a SCIM token (`glsoat-`) or a feature flag client
+    /// token (`glffct-`), each followed by 20 or more letters, digits,
+    /// `_` or `-`, not part of a longer word. A routable token's suffix
+    /// (`.01.`, or `.` alone, then 9 lower-case letters or digits: its
+    /// payload's length and checksum) is masked with it.
+    GitlabToken,
+    /// `openai_api_key`: an OpenAI API key: a legacy user key (`sk-` and
+    /// exactly 48 letters or digits), and a project, service account or
+    /// admin key (`sk-proj-`, `sk-svcacct-`, `sk-admin-`, then letters,
+    /// digits, `_` or `-` around the `T3BlbkFJ` every such key carries,
+    /// 20 or more on each side), not part of a longer word. The prefixes
+    /// and the marker are those of gitleaks' `openai-api-key` rule, which
+    /// also fixes the length on each side of the marker (58 or 74 today);
+    /// this one does not, so that a change of length is still masked.
+    OpenaiApiKey,
+    /// `slack_token`: a Slack token (`xoxb-` bot, `xoxp-` user, `xoxa-`
+    /// workspace, `xoxr-` refresh, `xoxs-` legacy, `xoxe-` rotating, and
+    /// `xoxe.xoxb-`/`xoxe.xoxp-` configuration tokens: after the prefix a
+    /// run of digits, a `-`, and 8 or more letters, digits or `-`), and
+    /// an incoming webhook or workflow URL (`https://hooks.slack.com/`
+    /// `services/`, `workflows/` or `triggers/`, then the team id `T...`
+    /// and 16 or more characters of path), masked whole. Slack's token
+    /// types are those api.slack.com/authentication/token-types lists.
+    SlackToken,
 }
 
 impl Detector {
     /// Every detector, in the order a rule applies them: a private key
-    /// first, so that a key block is masked whole.
-    pub const ALL: [Detector; 4] = [
+    /// first, so that a key block is masked whole, and a bearer token
+    /// last, so that a token of a known kind after `Bearer ` is masked
+    /// under its own name.
+    pub const ALL: [Detector; 7] = [
         Detector::PrivateKey,
         Detector::AwsAccessKey,
         Detector::GithubToken,
+        Detector::GitlabToken,
+        Detector::OpenaiApiKey,
+        Detector::SlackToken,
         Detector::BearerToken,
     ];
 
@@ -80,6 +116,9 @@ impl Detector {
             Detector::PrivateKey => "private_key",
             Detector::BearerToken => "bearer_token",
             Detector::GithubToken => "github_token",
+            Detector::GitlabToken => "gitlab_token",
+            Detector::OpenaiApiKey => "openai_api_key",
+            Detector::SlackToken => "slack_token",
         }
     }
 
@@ -133,6 +172,17 @@ impl Detector {
             Detector::GithubToken => {
                 &[r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"]
             }
+            Detector::GitlabToken => &[
+                r"\bgl(?:pat|dt|rt|ptt|cbt|ft|imt|agent|oas|soat|ffct)-[0-9A-Za-z_-]{20,}(?:(?:\.[0-9a-z]{2})?\.[0-9a-z]{9}\b)?",
+            ],
+            Detector::OpenaiApiKey => &[
+                r"\bsk-[A-Za-z0-9]{48}\b",
+                r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}T3BlbkFJ[A-Za-z0-9_-]{20,}",
+            ],
+            Detector::SlackToken => &[
+                r"\b(?:xoxe\.)?xox[abeprs]-[0-9]+-[0-9A-Za-z-]{8,}",
+                r"\b(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]+/[A-Za-z0-9+/]{16,}",
+            ],
         }
     }
 }
@@ -697,6 +747,167 @@ mod tests {
     }
 
     #[test]
+    fn gitlab_tokens_are_masked() {
+        let body = "aB3_dE6-gH9jK2mN5pQ8";
+        for prefix in [
+            "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-", "glagent-",
+            "gloas-", "glsoat-", "glffct-",
+        ] {
+            let token = format!("{prefix}{body}");
+            assert_eq!(
+                masked("gitlab_token", &format!("token: \"{token}\"")),
+                ("token: \"[redacted:gitlab_token]\"".to_owned(), 1),
+                "{token}"
+            );
+        }
+        // Longer bodies: a pipeline trigger token's 40 hex digits, a CI/CD
+        // job token's `64_` before its 20, a token behind an instance prefix
+        // (the prefix is kept).
+        for (token, kept) in [
+            (
+                format!("glptt-{}", "0123456789abcdef".repeat(3).get(..40).unwrap()),
+                "",
+            ),
+            (format!("glcbt-64_{body}"), ""),
+            (format!("SIE-glpat-{body}"), "SIE-"),
+        ] {
+            assert_eq!(
+                masked("gitlab_token", &format!("t={token};")),
+                (format!("t={kept}[redacted:gitlab_token];"), 1),
+                "{token}"
+            );
+        }
+        // A routable token, versioned and not: its suffix goes with it.
+        let payload = "aB3_dE6-gH9jK2mN5pQ8rS1tU4v";
+        for token in [
+            format!("glpat-{payload}.01.0r1a2b3c4"),
+            format!("glpat-{payload}.0r1a2b3c4"),
+            format!("glrt-t1_{payload}.01.0r1a2b3c4"),
+        ] {
+            assert_eq!(
+                masked("gitlab_token", &format!("{token} end")),
+                ("[redacted:gitlab_token] end".to_owned(), 1),
+                "{token}"
+            );
+        }
+        // 19 characters, another prefix, part of a longer word, prose.
+        untouched("gitlab_token", &format!("glpat-{}", &body[..19]));
+        untouched("gitlab_token", &format!("glxyz-{body}"));
+        untouched("gitlab_token", &format!("xglpat-{body}"));
+        untouched("gitlab_token", &format!("GLPAT-{body}"));
+        untouched(
+            "gitlab_token",
+            "GitLab's personal access tokens start with glpat- and its deploy tokens with gldt-.",
+        );
+    }
+
+    #[test]
+    fn openai_api_keys_are_masked() {
+        let legacy = format!("sk-{}", "a1B2c3D4e5".repeat(5).get(..48).unwrap());
+        assert_eq!(
+            masked("openai_api_key", &format!("OPENAI_API_KEY={legacy}\n")),
+            ("OPENAI_API_KEY=[redacted:openai_api_key]\n".to_owned(), 1)
+        );
+        let side = "Ab1_Cd2-Ef".repeat(6);
+        for kind in ["proj", "svcacct", "admin"] {
+            let key = format!("sk-{kind}-{side}T3BlbkFJ{side}");
+            assert_eq!(
+                masked("openai_api_key", &format!(r#"{{"key": "{key}"}}"#)),
+                (r#"{"key": "[redacted:openai_api_key]"}"#.to_owned(), 1),
+                "{key}"
+            );
+        }
+        // 47 and 49 characters, part of a longer word.
+        untouched("openai_api_key", &legacy[..legacy.len() - 1]);
+        untouched("openai_api_key", &format!("{legacy}x"));
+        untouched("openai_api_key", &format!("a{legacy}"));
+        // A project key without its marker, with too little on one side,
+        // and of a kind OpenAI does not issue.
+        untouched("openai_api_key", &format!("sk-proj-{side}{side}"));
+        untouched(
+            "openai_api_key",
+            &format!("sk-proj-{side}T3BlbkFJ{}", &side[..19]),
+        );
+        untouched("openai_api_key", &format!("sk-other-{side}T3BlbkFJ{side}"));
+        untouched(
+            "openai_api_key",
+            "sk-learn, the task-list, an ask-me-anything and a desk-123 are not keys",
+        );
+    }
+
+    #[test]
+    fn slack_tokens_and_webhooks_are_masked() {
+        for token in [
+            "xoxb-1234567890123-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "xoxp-1234567890-1234567890-1234567890-0123456789abcdef0123456789abcdef",
+            "xoxa-2-1234567890-1234567890123-0123456789abcdef",
+            "xoxr-1-0123456789abcdef",
+            "xoxs-1234567890-1234567890-1234567890-0123456789",
+            "xoxe-1-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+            "xoxe.xoxp-1-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        ] {
+            assert_eq!(
+                masked("slack_token", &format!("SLACK_TOKEN={token} ")),
+                ("SLACK_TOKEN=[redacted:slack_token] ".to_owned(), 1),
+                "{token}"
+            );
+        }
+        for url in [
+            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "hooks.slack.com/workflows/T0123ABCD/A0456EFGH/123456789012345678/AbCdEf12",
+        ] {
+            assert_eq!(
+                masked("slack_token", &format!("post to {url}.")),
+                ("post to [redacted:slack_token].".to_owned(), 1),
+                "{url}"
+            );
+        }
+        // Another letter, no digits after the prefix, 7 characters after
+        // them, part of a longer word, prose.
+        untouched("slack_token", "xoxz-1234567890-AbCdEfGhIjKl");
+        untouched("slack_token", "xoxb-your-bot-token-here");
+        untouched("slack_token", "xoxb-1234567890-AbCdEfG");
+        untouched("slack_token", "axoxb-1234567890-AbCdEfGhIjKl");
+        untouched(
+            "slack_token",
+            "xoxo, Slack: bot tokens start with xoxb- and user ones xoxp-",
+        );
+        untouched(
+            "slack_token",
+            "a webhook is https://hooks.slack.com/services/ and then its path",
+        );
+        untouched(
+            "slack_token",
+            "https://hooks.slack.com/services/T00000000/B0",
+        );
+    }
+
+    #[test]
+    fn a_known_token_after_bearer_is_masked_under_its_own_name() {
+        assert_eq!(
+            masked(
+                "secrets",
+                "Authorization: Bearer glpat-aB3_dE6-gH9jK2mN5pQ8"
+            ),
+            (
+                "Authorization: Bearer [redacted:gitlab_token]".to_owned(),
+                1
+            )
+        );
+    }
+
+    #[test]
+    fn prose_is_left_alone_by_every_detector() {
+        untouched(
+            "secrets",
+            "The task-list says: ask-me-anything at 10, then rotate the GitLab glpat- and \
+             gldt- tokens, the OpenAI sk- keys and the Slack xoxb- ones (xoxo, the team). \
+             Webhooks live under https://hooks.slack.com/services/; a bearer token is sent \
+             after the word Bearer.",
+        );
+    }
+
+    #[test]
     fn secrets_is_every_detector() {
         let text = "AKIAIOSFODNN7EXAMPLE and Bearer abcdef0123456789ABCDEF";
         assert_eq!(
@@ -798,7 +1009,8 @@ mod tests {
         assert_eq!(checked.redacted.len(), 1);
         assert_eq!(
             checked.redacted[0].rule,
-            "redact[0] (detectors private_key, aws_access_key, github_token, bearer_token)"
+            "redact[0] (detectors private_key, aws_access_key, github_token, gitlab_token, \
+             openai_api_key, slack_token, bearer_token)"
         );
     }
 

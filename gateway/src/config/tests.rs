@@ -1601,14 +1601,14 @@ fn bad_redact_tables_are_named_at_their_key() {
     assert_eq!(
         at("[[redact]]\ndetectors = [\"secrets\", \"aws_key\"]\n"),
         "/etc/gw/gateway.toml:11:25: redact[0].detectors[1]: unknown detector `aws_key`; the \
-         detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
-         `secrets`"
+         detectors are `private_key`, `aws_access_key`, `github_token`, `gitlab_token`, \
+         `openai_api_key`, `slack_token`, `bearer_token`, `secrets`"
     );
     assert_eq!(
         at("[[redact]]\ndetectors = [\"\"]\n"),
         "/etc/gw/gateway.toml:11:14: redact[0].detectors[0]: unknown detector ``; the \
-         detectors are `private_key`, `aws_access_key`, `github_token`, `bearer_token`, \
-         `secrets`"
+         detectors are `private_key`, `aws_access_key`, `github_token`, `gitlab_token`, \
+         `openai_api_key`, `slack_token`, `bearer_token`, `secrets`"
     );
     assert!(
         at("[[redact]]\ndetectors = []\n")
