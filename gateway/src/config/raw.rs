@@ -1,14 +1,163 @@
 //! The config's tables as serde reads them, before any check: every key a
-//! check needs to point at is `Spanned`, and a key that does not belong is
-//! refused by `deny_unknown_fields`.
+//! check needs to point at is `Spanned`, a key that does not belong is
+//! refused by `deny_unknown_fields`, and a whole-number key is a
+//! [`Whole`], whose message for anything else says the key's range.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Unexpected, Visitor};
 use toml::Spanned;
 
-use super::{DefaultAction, RateLimitFallback, SessionPer};
+use super::{DefaultAction, RateLimitFallback, SessionPer, defaults};
 use crate::policy::Expiry;
+
+/// What a whole-number key takes, for the message of a value that is not
+/// such a number: "a whole number of `UNIT` from `MIN` to `MAX`". The
+/// check that reads the key refuses a number outside that range itself,
+/// saying why.
+pub(super) trait Takes {
+    /// What the number counts, plural: `seconds`.
+    const UNIT: &'static str;
+    /// The least the key takes.
+    const MIN: u64;
+    /// The most the key takes.
+    const MAX: u64;
+}
+
+/// A whole-number key's value, read as `T` (`u32`, `u64` or `i64`), for a
+/// key that takes what `R` says. Anything else (a string, a float, a
+/// negative for an unsigned `T`, a number too large for `T`) is refused
+/// with serde's words for what it found and, after "expected", `R`'s
+/// range in words, never a Rust type's name: `invalid value: integer
+/// -1, expected a whole number of seconds from 1 to 31622400`.
+pub(super) struct Whole<T, R>(T, PhantomData<R>);
+
+impl<T: Copy, R> Whole<T, R> {
+    /// The number.
+    pub(super) fn get(&self) -> T {
+        self.0
+    }
+}
+
+impl<'de, T: TryFrom<i128>, R: Takes> Deserialize<'de> for Whole<T, R> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Reads any integer TOML holds; serde's defaults refuse the rest,
+        /// with [`Visitor::expecting`]'s words.
+        struct Number<T, R>(PhantomData<(T, R)>);
+
+        impl<T: TryFrom<i128>, R: Takes> Visitor<'_> for Number<T, R> {
+            type Value = Whole<T, R>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    "a whole number of {} from {} to {}",
+                    R::UNIT,
+                    R::MIN,
+                    R::MAX
+                )
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+                self.visit_i128(i128::from(value))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+                self.visit_i128(i128::from(value))
+            }
+
+            fn visit_i128<E: de::Error>(self, value: i128) -> Result<Self::Value, E> {
+                match T::try_from(value) {
+                    Ok(number) => Ok(Whole(number, PhantomData)),
+                    Err(_) => Err(E::invalid_value(
+                        Unexpected::Other(&format!("integer `{value}`")),
+                        &self,
+                    )),
+                }
+            }
+
+            fn visit_u128<E: de::Error>(self, value: u128) -> Result<Self::Value, E> {
+                match i128::try_from(value) {
+                    Ok(value) => self.visit_i128(value),
+                    Err(_) => Err(E::invalid_value(
+                        Unexpected::Other(&format!("integer `{value}`")),
+                        &self,
+                    )),
+                }
+            }
+        }
+
+        deserializer.deserialize_i128(Number(PhantomData))
+    }
+}
+
+/// A `*_secs` key: 1 s to [`defaults::MAX_SECS`].
+pub(super) struct Seconds;
+
+impl Takes for Seconds {
+    const UNIT: &'static str = "seconds";
+    const MIN: u64 = 1;
+    const MAX: u64 = defaults::MAX_SECS;
+}
+
+/// `[auth] clock_skew_secs`: 0 s to [`defaults::MAX_CLOCK_SKEW`].
+pub(super) struct SkewSeconds;
+
+impl Takes for SkewSeconds {
+    const UNIT: &'static str = "seconds";
+    const MIN: u64 = 0;
+    const MAX: u64 = defaults::MAX_CLOCK_SKEW.as_secs();
+}
+
+/// A size in bytes (`[log] max_bytes`, `[redaction] max_scan_bytes`):
+/// from 1 byte, read as an `i64`.
+pub(super) struct Bytes;
+
+impl Takes for Bytes {
+    const UNIT: &'static str = "bytes";
+    const MIN: u64 = 1;
+    const MAX: u64 = i64::MAX.unsigned_abs();
+}
+
+/// `[log] checkpoint_every`: from 1 entry, read as an `i64`.
+pub(super) struct Entries;
+
+impl Takes for Entries {
+    const UNIT: &'static str = "entries";
+    const MIN: u64 = 1;
+    const MAX: u64 = i64::MAX.unsigned_abs();
+}
+
+/// `[session] max_calls`: 1 to [`defaults::MAX_SESSION_MAX_CALLS`].
+pub(super) struct KeptCalls;
+
+impl Takes for KeptCalls {
+    const UNIT: &'static str = "calls";
+    const MIN: u64 = 1;
+    const MAX: u64 = defaults::MAX_SESSION_MAX_CALLS as u64;
+}
+
+/// A rule's `count.more_than`: 1 to [`defaults::MAX_COUNT`] (and less
+/// than `[session] max_calls`, which the check says).
+pub(super) struct EarlierCalls;
+
+impl Takes for EarlierCalls {
+    const UNIT: &'static str = "earlier calls";
+    const MIN: u64 = 1;
+    const MAX: u64 = defaults::MAX_COUNT as u64;
+}
+
+/// A `rate_limit` rule's `limit`: from 1 call per window, read as a `u32`.
+pub(super) struct WindowCalls;
+
+impl Takes for WindowCalls {
+    const UNIT: &'static str = "calls per window";
+    const MIN: u64 = 1;
+    const MAX: u64 = u32::MAX as u64;
+}
 
 /// `[gateway]`.
 #[derive(Deserialize)]
@@ -66,10 +215,10 @@ pub(super) struct RawAuth {
     pub(super) issuer: Spanned<String>,
     pub(super) audience: Spanned<String>,
     pub(super) principal_claim: Option<Spanned<String>>,
-    pub(super) clock_skew_secs: Option<Spanned<u64>>,
+    pub(super) clock_skew_secs: Option<Spanned<Whole<u64, SkewSeconds>>>,
     pub(super) scopes: Option<Vec<Spanned<String>>>,
-    pub(super) jwks_max_age_secs: Option<Spanned<u64>>,
-    pub(super) jwks_min_refresh_secs: Option<Spanned<u64>>,
+    pub(super) jwks_max_age_secs: Option<Spanned<Whole<u64, Seconds>>>,
+    pub(super) jwks_min_refresh_secs: Option<Spanned<Whole<u64, Seconds>>>,
 }
 
 /// `[log]`.
@@ -79,8 +228,8 @@ pub(super) struct RawLog {
     pub(super) path: Spanned<String>,
     #[serde(default)]
     pub(super) raw_arguments: bool,
-    pub(super) max_bytes: Option<Spanned<i64>>,
-    pub(super) checkpoint_every: Option<Spanned<i64>>,
+    pub(super) max_bytes: Option<Spanned<Whole<i64, Bytes>>>,
+    pub(super) checkpoint_every: Option<Spanned<Whole<i64, Entries>>>,
     pub(super) signing_key: Option<Spanned<String>>,
 }
 
@@ -105,8 +254,8 @@ pub(super) struct RawState {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSession {
-    pub(super) idle_secs: Option<Spanned<u64>>,
-    pub(super) max_calls: Option<Spanned<u32>>,
+    pub(super) idle_secs: Option<Spanned<Whole<u64, Seconds>>>,
+    pub(super) max_calls: Option<Spanned<Whole<u32, KeptCalls>>>,
     pub(super) per: Option<Spanned<SessionPer>>,
 }
 
@@ -118,8 +267,8 @@ pub(super) struct RawSession {
 )]
 pub(super) struct RawCount {
     pub(super) of: Option<Spanned<String>>,
-    pub(super) more_than: Spanned<u32>,
-    pub(super) within_secs: Spanned<u64>,
+    pub(super) more_than: Spanned<Whole<u32, EarlierCalls>>,
+    pub(super) within_secs: Spanned<Whole<u64, Seconds>>,
 }
 
 /// `[policy]`.
@@ -140,7 +289,7 @@ pub(super) struct RawUpstream {
     pub(super) headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     #[serde(default)]
     pub(super) trusted: bool,
-    pub(super) call_timeout_secs: Option<Spanned<u64>>,
+    pub(super) call_timeout_secs: Option<Spanned<Whole<u64, Seconds>>>,
     pub(super) exclude_tools: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
@@ -192,10 +341,10 @@ pub(super) struct RawRule {
     pub(super) principal: Option<Spanned<String>>,
     pub(super) scope: Option<Spanned<String>>,
     pub(super) when: Option<Vec<Spanned<String>>>,
-    pub(super) timeout_secs: Option<Spanned<u64>>,
+    pub(super) timeout_secs: Option<Spanned<Whole<u64, Seconds>>>,
     pub(super) on_expiry: Option<Spanned<Expiry>>,
-    pub(super) limit: Option<Spanned<u32>>,
-    pub(super) window_secs: Option<Spanned<u64>>,
+    pub(super) limit: Option<Spanned<Whole<u32, WindowCalls>>>,
+    pub(super) window_secs: Option<Spanned<Whole<u64, Seconds>>>,
     pub(super) after: Option<Vec<Spanned<String>>>,
     pub(super) count: Option<Spanned<RawCount>>,
 }
@@ -204,7 +353,7 @@ pub(super) struct RawRule {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRedaction {
-    pub(super) max_scan_bytes: Option<Spanned<i64>>,
+    pub(super) max_scan_bytes: Option<Spanned<Whole<i64, Bytes>>>,
 }
 
 /// A `[[redact]]`'s `action`.

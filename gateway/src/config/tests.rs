@@ -321,7 +321,8 @@ fn wrong_types_are_named() {
         problem(&format!(
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = \"3\"\nwindow_secs = 1\n"
         )),
-        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid type: string \"3\", expected u32"
+        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid type: string \"3\", expected a whole \
+         number of calls per window from 1 to 4294967295"
     );
     assert_eq!(
         problem(&format!(
@@ -341,7 +342,97 @@ fn wrong_types_are_named() {
         problem(&format!(
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = -1\nwindow_secs = 1\n"
         )),
-        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `-1`, expected u32"
+        "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `-1`, expected a whole \
+         number of calls per window from 1 to 4294967295"
+    );
+}
+
+#[test]
+fn a_whole_number_key_says_its_range_in_words_whatever_else_it_is_given() {
+    // A `u32` key: a float, and a number too large for it.
+    let limit = |value: &str| {
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = {value}\nwindow_secs = 1\n"
+        ))
+    };
+    let calls = "expected a whole number of calls per window from 1 to 4294967295";
+    assert_eq!(
+        limit("2.5"),
+        format!(
+            "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid type: floating point `2.5`, {calls}"
+        )
+    );
+    assert_eq!(
+        limit("4294967296"),
+        format!(
+            "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `4294967296`, \
+             {calls}"
+        )
+    );
+    // A `u64` key: a string, a negative, a float, one past `u64`.
+    for (value, found) in [
+        ("\"60\"", "invalid type: string \"60\""),
+        ("-1", "invalid value: integer `-1`"),
+        ("0.5", "invalid type: floating point `0.5`"),
+        (
+            "18446744073709551616",
+            "invalid value: integer `18446744073709551616`",
+        ),
+        ("true", "invalid type: boolean `true`"),
+    ] {
+        assert_eq!(
+            problem(&format!("{LOG}[session]\nidle_secs = {value}\n")),
+            format!(
+                "/etc/gw/gateway.toml:4:13: session.idle_secs: {found}, expected a whole number \
+                 of seconds from 1 to 31622400"
+            ),
+            "{value}"
+        );
+    }
+    // An `i64` key (a negative is the check's to refuse): a string, a
+    // float, one past `i64`.
+    for (value, found) in [
+        ("\"1MiB\"", "invalid type: string \"1MiB\""),
+        ("1e6", "invalid type: floating point `1000000.0`"),
+        (
+            "9223372036854775808",
+            "invalid value: integer `9223372036854775808`",
+        ),
+    ] {
+        assert_eq!(
+            problem(&format!("{LOG}[redaction]\nmax_scan_bytes = {value}\n")),
+            format!(
+                "/etc/gw/gateway.toml:4:18: redaction.max_scan_bytes: {found}, expected a whole \
+                 number of bytes from 1 to 9223372036854775807"
+            ),
+            "{value}"
+        );
+    }
+    assert_eq!(
+        problem(&format!("{LOG}[redaction]\nmax_scan_bytes = -1\n")),
+        "/etc/gw/gateway.toml:4:18: redaction.max_scan_bytes: must be at least 1 (bytes)"
+    );
+    // Each key's own range: the session's calls, the clock skew (from 0),
+    // a count's earlier calls inside its inline table.
+    assert_eq!(
+        problem(&format!("{LOG}[session]\nmax_calls = \"many\"\n")),
+        "/etc/gw/gateway.toml:4:13: session.max_calls: invalid type: string \"many\", expected a \
+         whole number of calls from 1 to 10000"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[auth]\nissuer = \"https://as.example.com\"\naudience = \
+             \"https://gw.example.com/mcp\"\nclock_skew_secs = -5\n"
+        )),
+        "/etc/gw/gateway.toml:6:19: auth.clock_skew_secs: invalid value: integer `-5`, expected \
+         a whole number of seconds from 0 to 600"
+    );
+    assert_eq!(
+        problem(&format!(
+            "{LOG}[[rule]]\naction = \"deny\"\ncount = {{ more_than = 1.5, within_secs = 60 }}\n"
+        )),
+        "/etc/gw/gateway.toml:5:23: rule[0].count.more_than: invalid type: floating point \
+         `1.5`, expected a whole number of earlier calls from 1 to 9999"
     );
 }
 

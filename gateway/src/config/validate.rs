@@ -17,7 +17,7 @@ use toml::de::{DeTable, DeValue};
 use super::raw::{
     RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
     RawListen, RawLock, RawLog, RawPolicy, RawRedact, RawRedactAction, RawRedaction, RawRule,
-    RawSession, RawState, RawUpstream,
+    RawSession, RawState, RawUpstream, Seconds, Whole,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
@@ -29,6 +29,13 @@ use super::{
 use crate::policy::Expiry;
 use crate::redact::{Detector, RedactPattern};
 use crate::session::{Condition, CountCondition, Term};
+
+/// A whole-number key's value and span, when it is given.
+fn whole<T: Copy, R>(value: &Option<Spanned<Whole<T, R>>>) -> Option<(T, Range<usize>)> {
+    value
+        .as_ref()
+        .map(|value| (value.get_ref().get(), value.span()))
+}
 
 /// Reads and checks the config `text`, read from `path`, with `env` for
 /// `token_env` variables: the config, or every problem found, in file
@@ -364,22 +371,23 @@ impl Reader<'_> {
     /// gateway here, named.
     fn log(&mut self, raw: RawLog) -> Option<LogConfig> {
         let mut valid = true;
-        let mut count = |reader: &mut Reader<'_>, key: &str, value: &Option<Spanned<i64>>, unit| {
-            let value = value.as_ref()?;
-            match u64::try_from(*value.get_ref()) {
-                Ok(count) if count >= 1 => Some(count),
-                _ => {
-                    reader.at(value.span(), key, format!("must be at least 1 ({unit})"));
-                    valid = false;
-                    None
+        let mut count =
+            |reader: &mut Reader<'_>, key: &str, value: Option<(i64, Range<usize>)>, unit| {
+                let (value, span) = value?;
+                match u64::try_from(value) {
+                    Ok(count) if count >= 1 => Some(count),
+                    _ => {
+                        reader.at(span, key, format!("must be at least 1 ({unit})"));
+                        valid = false;
+                        None
+                    }
                 }
-            }
-        };
-        let max_bytes = count(self, "log.max_bytes", &raw.max_bytes, "bytes");
+            };
+        let max_bytes = count(self, "log.max_bytes", whole(&raw.max_bytes), "bytes");
         let checkpoint_every = count(
             self,
             "log.checkpoint_every",
-            &raw.checkpoint_every,
+            whole(&raw.checkpoint_every),
             "entries",
         );
         let signing_key = raw.signing_key.as_ref().and_then(|path| {
@@ -663,7 +671,7 @@ impl Reader<'_> {
             None => Some(defaults::SESSION_IDLE),
         };
         let max_calls = match &raw.max_calls {
-            Some(max) if !(1..=defaults::MAX_SESSION_MAX_CALLS).contains(max.get_ref()) => {
+            Some(max) if !(1..=defaults::MAX_SESSION_MAX_CALLS).contains(&max.get_ref().get()) => {
                 self.at(
                     max.span(),
                     "session.max_calls",
@@ -674,7 +682,7 @@ impl Reader<'_> {
                 );
                 None
             }
-            Some(max) => Some(*max.get_ref()),
+            Some(max) => Some(max.get_ref().get()),
             None => Some(defaults::SESSION_MAX_CALLS),
         };
         Some(SessionConfig {
@@ -704,7 +712,7 @@ impl Reader<'_> {
             None => Some(defaults::PRINCIPAL_CLAIM.to_owned()),
         };
         let clock_skew = match raw.clock_skew_secs {
-            Some(secs) if Duration::from_secs(*secs.get_ref()) > defaults::MAX_CLOCK_SKEW => {
+            Some(secs) if Duration::from_secs(secs.get_ref().get()) > defaults::MAX_CLOCK_SKEW => {
                 self.at(
                     secs.span(),
                     "auth.clock_skew_secs",
@@ -715,7 +723,7 @@ impl Reader<'_> {
                 );
                 None
             }
-            Some(secs) => Some(Duration::from_secs(secs.into_inner())),
+            Some(secs) => Some(Duration::from_secs(secs.get_ref().get())),
             None => Some(defaults::CLOCK_SKEW),
         };
         let mut scopes = Some(Vec::new());
@@ -1420,8 +1428,8 @@ impl Reader<'_> {
     }
 
     /// A `*_secs` key: 1 s to [`defaults::MAX_SECS`].
-    fn seconds(&mut self, key: &str, secs: &Spanned<u64>) -> Option<Duration> {
-        let value = *secs.get_ref();
+    fn seconds(&mut self, key: &str, secs: &Spanned<Whole<u64, Seconds>>) -> Option<Duration> {
+        let value = secs.get_ref().get();
         if value == 0 {
             self.at(secs.span(), key, "must be at least 1 (seconds)");
             None
@@ -1534,7 +1542,7 @@ impl Reader<'_> {
                 terms: vec![Term::Any],
             }),
         };
-        let more_than = *raw_count.more_than.get_ref();
+        let more_than = raw_count.more_than.get_ref().get();
         let more_than = if more_than == 0 {
             self.at(
                 raw_count.more_than.span(),
@@ -1569,7 +1577,7 @@ impl Reader<'_> {
         let Some(value) = &raw.max_scan_bytes else {
             return Some(RedactionConfig::default());
         };
-        match u64::try_from(*value.get_ref()) {
+        match u64::try_from(value.get_ref().get()) {
             Ok(bytes) if bytes >= 1 => Some(RedactionConfig {
                 max_scan_bytes: bytes,
             }),
@@ -1798,7 +1806,7 @@ impl Reader<'_> {
             }
             RawAction::RateLimit => {
                 let limit = match &raw.limit {
-                    Some(limit) if *limit.get_ref() == 0 => {
+                    Some(limit) if limit.get_ref().get() == 0 => {
                         self.at(
                             limit.span(),
                             format!("{path}.limit"),
@@ -1807,7 +1815,7 @@ impl Reader<'_> {
                         );
                         None
                     }
-                    Some(limit) => Some(*limit.get_ref()),
+                    Some(limit) => Some(limit.get_ref().get()),
                     None => {
                         self.at(
                             action_span.clone(),
