@@ -25,7 +25,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Instant, SystemTime};
 
@@ -375,10 +375,26 @@ const MAX_BATCH: usize = 1024;
 /// or virtual machine is tens of microseconds). Only syncs go to the log's
 /// sync thread, which syncs once for every line written meanwhile (group
 /// commit): concurrent calls share a sync instead of queueing for one
-/// each, and the async runtime never waits on the disk.
+/// each, and the async runtime does not wait on the disk, except for the
+/// one call running alone ([`call_started`](AuditLog::call_started)), which
+/// has nothing to share its sync with and syncs without the hand-off.
 #[derive(Clone, Debug)]
 pub struct AuditLog {
     inner: Arc<Inner>,
+}
+
+/// A call running whose entries an [`AuditLog`] records, from
+/// [`AuditLog::call_started`] until it is dropped.
+#[derive(Debug)]
+#[must_use = "the call counts as running only while the guard is held"]
+pub struct CallInFlight {
+    inner: Arc<Inner>,
+}
+
+impl Drop for CallInFlight {
+    fn drop(&mut self) {
+        self.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug)]
@@ -398,9 +414,14 @@ struct Inner {
     armed: AtomicBool,
     /// How many lines the last sync that succeeded covered.
     synced: AtomicU64,
+    /// How many calls said they are running ([`AuditLog::call_started`]).
+    in_flight: AtomicUsize,
     /// How many times a written line armed the idle sync.
     #[cfg(test)]
     arms: AtomicU64,
+    /// How many syncs a call running alone made itself.
+    #[cfg(test)]
+    own_syncs: AtomicU64,
     syncs: std::sync::mpsc::Sender<SyncRequest>,
     /// Where a written `decided` entry is counted.
     metrics: Metrics,
@@ -652,8 +673,11 @@ impl AuditLog {
             written: AtomicU64::new(0),
             armed: AtomicBool::new(false),
             synced: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
             #[cfg(test)]
             arms: AtomicU64::new(0),
+            #[cfg(test)]
+            own_syncs: AtomicU64::new(0),
             syncs,
             metrics: metrics.clone(),
         });
@@ -661,7 +685,6 @@ impl AuditLog {
             inner: Arc::downgrade(&inner),
             path: path.to_owned(),
             current,
-            metrics,
         };
         std::thread::Builder::new()
             .name("audit-log".to_owned())
@@ -726,6 +749,14 @@ impl AuditLog {
                 }
                 Ok(())
             }
+            Durability::Synced if inner.in_flight.load(Ordering::SeqCst) == 1 => {
+                // The one call running: nothing to batch with, and a
+                // hand-off to the sync thread would cost more than it
+                // saves (see `call_started`).
+                #[cfg(test)]
+                inner.own_syncs.fetch_add(1, Ordering::SeqCst);
+                inner.sync_upto(upto)
+            }
             Durability::Synced => {
                 let (reply, answer) = tokio::sync::oneshot::channel();
                 inner
@@ -734,6 +765,24 @@ impl AuditLog {
                     .map_err(|_| gone())?;
                 answer.await.map_err(|_| gone())?
             }
+        }
+    }
+
+    /// Says that a call has started whose entries this log records, until
+    /// the returned guard is dropped. While it is the only such call, its
+    /// [`Durability::Synced`] lines are synced in [`record`](Self::record)
+    /// itself, on the caller's thread: handing a sync to the sync thread and
+    /// back costs a wake-up of each (tens of microseconds on a virtual
+    /// machine, as much as a fast disk's whole sync), and with no other call
+    /// running there is nothing for the sync to be shared with. While more
+    /// than one runs, syncs go to the sync thread and share its batches, so
+    /// that the async runtime's threads never wait on the disk while other
+    /// calls could run. Lines recorded without any call started always go
+    /// to the sync thread.
+    pub fn call_started(&self) -> CallInFlight {
+        self.inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        CallInFlight {
+            inner: self.inner.clone(),
         }
     }
 
@@ -799,6 +848,42 @@ fn identity(_metadata: &std::fs::Metadata) -> (u64, u64) {
 }
 
 impl Inner {
+    /// Syncs every line written so far, on this thread, timed in the
+    /// metrics and its outcome noted in the log's health.
+    fn sync(&self) -> Result<(), LogError> {
+        // Counted before the file is taken: a line counted here went to
+        // this file, or to one a rotation synced before handing it on.
+        let covered = self.written.load(Ordering::SeqCst);
+        let file = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let started = Instant::now();
+        let synced = file
+            .sync_data()
+            .map_err(|source| self.error("sync it to disk", source));
+        self.metrics.audit_sync(started.elapsed());
+        self.appender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .health
+            .note(&self.path, true, synced.as_ref().err());
+        if synced.is_ok() {
+            self.synced.fetch_max(covered, Ordering::SeqCst);
+        }
+        synced
+    }
+
+    /// Syncs the first `upto` lines on this thread, unless a sync already
+    /// covered them.
+    fn sync_upto(&self, upto: u64) -> Result<(), LogError> {
+        if upto <= self.synced.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.sync()
+    }
+
     /// Links `body` (an entry serialised, without `seq` and `prev`) to the
     /// chain and appends it as one line with one `write` (more only if the
     /// kernel takes it in parts), under the lock, rotating the file first
@@ -1000,8 +1085,6 @@ struct Syncer {
     /// The file lines go to now (replaced on rotation, which syncs the
     /// old one itself).
     current: Arc<RwLock<Arc<File>>>,
-    /// Where each sync's duration goes.
-    metrics: Metrics,
 }
 
 impl Syncer {
@@ -1082,32 +1165,14 @@ impl Syncer {
 
     /// Syncs every line written so far.
     fn sync(&self) -> Result<(), LogError> {
-        let Some(inner) = self.inner.upgrade() else {
-            return self.file().sync_data().map_err(|source| LogError {
+        match self.inner.upgrade() {
+            Some(inner) => inner.sync(),
+            None => self.file().sync_data().map_err(|source| LogError {
                 path: self.path.clone(),
                 action: "sync it to disk",
                 error: source,
-            });
-        };
-        // Counted before the file is taken: a line counted here went to
-        // this file, or to one a rotation synced before handing it on.
-        let covered = inner.written.load(Ordering::SeqCst);
-        let file = self.file();
-        let started = Instant::now();
-        let synced = file
-            .sync_data()
-            .map_err(|source| inner.error("sync it to disk", source));
-        self.metrics.audit_sync(started.elapsed());
-        inner
-            .appender
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .health
-            .note(&self.path, true, synced.as_ref().err());
-        if synced.is_ok() {
-            inner.synced.fetch_max(covered, Ordering::SeqCst);
+            }),
         }
-        synced
     }
 
     /// The idle sync, once it is due: syncs the lines only written since
@@ -1388,6 +1453,41 @@ mod tests {
         assert_eq!((report.entries, report.checkpoints), (60, 9));
         assert!(report.files.len() > 2, "{:?}", report.files);
         assert_eq!(report.copy_matched, Some(69));
+    }
+
+    #[tokio::test]
+    async fn a_call_running_alone_syncs_itself_and_calls_running_together_share_the_thread() {
+        let scratch = Scratch::new("alone");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let own = |log: &AuditLog| log.inner.own_syncs.load(Ordering::SeqCst);
+        let synced = |log: &AuditLog| log.inner.synced.load(Ordering::SeqCst);
+        let alone = log.call_started();
+        log.record(&entry(1, "alice", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        assert_eq!((own(&log), synced(&log)), (1, 1));
+        let other = log.call_started();
+        log.record(&entry(2, "alice", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        assert_eq!(
+            (own(&log), synced(&log)),
+            (1, 2),
+            "two calls: the sync thread's"
+        );
+        drop(other);
+        log.record(&entry(3, "alice", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        assert_eq!((own(&log), synced(&log)), (2, 3), "alone again");
+        drop(alone);
+        log.record(&entry(4, "alice", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        assert_eq!((own(&log), synced(&log)), (2, 4), "no call said it runs");
+        assert_eq!(log.inner.in_flight.load(Ordering::SeqCst), 0);
+        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 4);
     }
 
     #[tokio::test]

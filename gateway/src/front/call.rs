@@ -161,6 +161,9 @@ impl Front {
         principal: &Principal,
         context: &RequestContext<RoleServer>,
     ) -> Answer {
+        // While this is the only call, its `decided` entry is synced
+        // without a hand-off to the log's sync thread.
+        let _in_flight = self.gateway.log.call_started();
         match self.steps(request, principal, context).await {
             Ok(answer) => answer,
             Err(ended) => *ended,
