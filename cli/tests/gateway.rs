@@ -135,17 +135,11 @@ impl Gateway {
         python(&self.url, token, mode, ops, &self.stderr())
     }
 
-    /// The audit log's entries: its whole lines (a line the gateway is
-    /// still writing has no newline yet and is not read), but for the
-    /// checkpoints of its chain, which record no call.
+    /// The audit log's entries ([`support::log_entries`]: a line the
+    /// gateway is still writing is not read, and the checkpoints of its
+    /// chain, which record no call, are left out).
     fn log(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap())
-            .filter(|line| line.get("checkpoint").is_none())
-            .collect()
+        support::log_entries(&self.log)
     }
 
     /// The audit log's entries once `ready` holds for them, read again

@@ -201,14 +201,10 @@ call_timeout_secs = 30
         Replica { process, url, log }
     }
 
-    /// The audit log's whole lines (one still being written is left).
+    /// The audit log's entries ([`support::log_entries`]: one still being
+    /// written is left, and so are checkpoints).
     fn entries(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
+        support::log_entries(&self.log)
     }
 
     /// The `(phase, outcome, attempts, arguments)` of the log's entries

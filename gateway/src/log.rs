@@ -1,6 +1,7 @@
 //! The gateway's audit log: one JSON object per line (JSON Lines), one line
 //! per decision, appended and made durable before the call it records goes
-//! on, and `mcp-hints gateway log`, which filters it.
+//! on, and [`entries`], which reads it back (for `mcp-hints gateway log`,
+//! which filters it).
 //!
 //! Durability is the point: a call's `decided` entry is on disk
 //! (`File::sync_data`, [`Durability::Synced`]) before the call goes on, and
@@ -23,7 +24,7 @@
 //! and with [`LogOptions::max_bytes`] it rotates the file.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -307,6 +308,145 @@ pub struct LogError {
     pub action: &'static str,
     /// The cause (for a log removed since it was opened, `NotFound`).
     pub error: std::io::Error,
+}
+
+/// The entries of the audit log at `path`, read back in the chain's
+/// order: its rotated files first, oldest first ([`chain::files`]; `path`
+/// alone when its directory cannot be listed), then `path` itself. Each
+/// comes with where it is ([`chain::At`]: the file, and the line's number
+/// there from 1). Checkpoints ([`chain::Checkpoint`]) record no call and
+/// are passed over, as are blank lines.
+///
+/// The files are listed now and read as the iterator is advanced, one line
+/// at a time: a long log is never held whole. A log being written may be
+/// read; a line the writer has not finished yet is
+/// [`ReadError::NotAnEntry`] with `torn` set.
+///
+/// # Errors
+///
+/// An item is `Err` with a [`ReadError`]:
+///
+/// - [`ReadError::Open`] for a file that cannot be opened (the log
+///   missing, a directory, no permission), and [`ReadError::Line`] for a
+///   line that cannot be read (an I/O error, bytes that are not UTF-8):
+///   the iterator ends after either.
+/// - [`ReadError::NotAnEntry`] for a line that is neither an [`Entry`] nor
+///   a checkpoint (`torn` when it is the start of a JSON object cut short,
+///   by a crash or by a read while it is being written): the iterator goes
+///   on with the next line.
+pub fn entries(path: &Path) -> Entries {
+    let files = chain::files(path).unwrap_or_else(|_| vec![path.to_owned()]);
+    Entries {
+        files: files.into_iter(),
+        reading: None,
+        ended: false,
+    }
+}
+
+/// The iterator [`entries`] returns: `Ok((where, entry))` for each entry
+/// of the log, `Err` for a line that is not one or a file that cannot be
+/// read (see [`entries`]' errors).
+#[derive(Debug)]
+pub struct Entries {
+    /// The files not opened yet, in order.
+    files: std::vec::IntoIter<PathBuf>,
+    /// The file being read, its lines, and how many were read.
+    reading: Option<(PathBuf, std::io::Lines<BufReader<File>>, usize)>,
+    /// Set after an error that ends the reading.
+    ended: bool,
+}
+
+impl Iterator for Entries {
+    type Item = Result<(chain::At, Entry), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.ended {
+            let Some((file, lines, number)) = &mut self.reading else {
+                let path = self.files.next()?;
+                match File::open(&path) {
+                    Ok(file) => self.reading = Some((path, BufReader::new(file).lines(), 0)),
+                    Err(error) => {
+                        self.ended = true;
+                        return Some(Err(ReadError::Open { path, error }));
+                    }
+                }
+                continue;
+            };
+            let Some(line) = lines.next() else {
+                self.reading = None;
+                continue;
+            };
+            *number += 1;
+            let at = chain::At {
+                file: file.clone(),
+                line: *number,
+            };
+            let line = match line {
+                Ok(line) => line,
+                Err(error) => {
+                    self.ended = true;
+                    return Some(Err(ReadError::Line { at, error }));
+                }
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Entry>(&line) {
+                Ok(entry) => return Some(Ok((at, entry))),
+                Err(_) if serde_json::from_str::<chain::Checkpoint>(&line).is_ok() => {}
+                Err(error) => {
+                    return Some(Err(ReadError::NotAnEntry {
+                        torn: error.is_eof() && line.starts_with('{'),
+                        at,
+                        error,
+                    }));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl std::iter::FusedIterator for Entries {}
+
+/// Why [`entries`] could not give an entry: which file, and for a line,
+/// its number there (from 1), with the cause.
+///
+/// The message holds the cause's text, so the cause is a field, not a
+/// [`source`](std::error::Error::source) (as in [`LogError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A file of the log cannot be opened: the log missing, a directory,
+    /// no permission. The reading ends.
+    #[error("audit log {}: cannot read it: {error}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The system's cause.
+        error: std::io::Error,
+    },
+    /// A line cannot be read: an I/O error, or bytes that are not UTF-8
+    /// (`InvalidData`). The reading ends.
+    #[error("{}:{}: {error}", at.file.display(), at.line)]
+    Line {
+        /// Where.
+        at: chain::At,
+        /// The system's cause.
+        error: std::io::Error,
+    },
+    /// A line that is neither an [`Entry`] nor a checkpoint. The reading
+    /// goes on with the next line.
+    #[error("{}:{}: not an audit log entry: {error}", at.file.display(), at.line)]
+    NotAnEntry {
+        /// Where.
+        at: chain::At,
+        /// Whether it is the start of a JSON object cut short: a line a
+        /// crash tore (the writer ends it when it opens the log again), or
+        /// one being written while it was read.
+        torn: bool,
+        /// Why it is not an entry, as serde_json says reading it as one.
+        error: serde_json::Error,
+    },
 }
 
 /// How durable a line must be before [`AuditLog::record`] returns.
@@ -1380,6 +1520,110 @@ mod tests {
             }])
         );
         assert_eq!(serde_json::from_value::<Entry>(value).unwrap(), finished);
+    }
+
+    #[tokio::test]
+    async fn entries_reads_the_rotated_files_in_order_and_passes_over_checkpoints() {
+        let scratch = Scratch::new("entries");
+        let path = scratch.0.join("audit.jsonl");
+        let options = LogOptions {
+            max_bytes: Some(1500),
+            checkpoint_every: 3,
+            ..LogOptions::default()
+        };
+        let log = AuditLog::open_with(&path, options).unwrap();
+        for n in 0..10 {
+            log.record(&entry(n, "alice", "t", "allow", &now()), Durability::Synced)
+                .await
+                .unwrap();
+        }
+        log.checkpoint().unwrap();
+        drop(log);
+        let report = crate::chain::verify(&path, None).unwrap();
+        assert_eq!((report.entries, report.checkpoints), (10, 4));
+        assert!(report.files.len() > 2, "{:?}", report.files);
+
+        let read: Vec<(chain::At, Entry)> = entries(&path).map(Result::unwrap).collect();
+        let ids: Vec<&str> = read.iter().map(|(_, entry)| entry.id.as_str()).collect();
+        let expected: Vec<String> = (0..10).map(|n| format!("call-{n}")).collect();
+        assert_eq!(ids, expected);
+        let seqs: Vec<u64> = read.iter().map(|(_, entry)| entry.seq.unwrap()).collect();
+        assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+        assert_eq!(read[0].0.file, chain::rotated_path(&path, 1));
+        assert_eq!(read[9].0.file, path);
+        // Each says where it is: that line of that file is the entry.
+        for (at, entry) in &read {
+            let text = std::fs::read_to_string(&at.file).unwrap();
+            let line = text.lines().nth(at.line - 1).unwrap();
+            assert_eq!(&serde_json::from_str::<Entry>(line).unwrap(), entry, "{at}");
+        }
+    }
+
+    #[test]
+    fn entries_names_the_file_and_line_of_a_line_that_is_not_an_entry() {
+        let scratch = Scratch::new("entries-bad");
+        let path = scratch.0.join("audit.jsonl");
+        let line = |n| serde_json::to_string(&entry(n, "a", "t", "allow", &now())).unwrap();
+        let cut = &line(3)[..40];
+        std::fs::write(
+            &path,
+            format!("{}\n\n{{\"time\": 1}}\n{}\n{cut}", line(1), line(2)),
+        )
+        .unwrap();
+        let read: Vec<_> = entries(&path).collect();
+        assert_eq!(read.len(), 4, "{read:?}");
+        let (at, first) = read[0].as_ref().unwrap();
+        assert_eq!((at.line, first.id.as_str()), (1, "call-1"));
+        // The blank line is passed over, the bad one named: the next read.
+        match &read[1] {
+            Err(error @ ReadError::NotAnEntry { at, torn, .. }) => {
+                assert_eq!((&at.file, at.line, *torn), (&path, 3, false));
+                assert!(
+                    error
+                        .to_string()
+                        .starts_with(&format!("{}:3: not an audit log entry: ", path.display())),
+                    "{error}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let (at, second) = read[2].as_ref().unwrap();
+        assert_eq!((at.line, second.id.as_str()), (4, "call-2"));
+        // A line cut short (a crash, or a read while it is written).
+        match &read[3] {
+            Err(ReadError::NotAnEntry { at, torn, .. }) => assert_eq!((at.line, *torn), (5, true)),
+            other => panic!("{other:?}"),
+        }
+
+        // Bytes that are not UTF-8 end the reading, named by line.
+        let mut bytes = format!("{}\n", line(1)).into_bytes();
+        bytes.extend(b"{\"id\": \"\xff\"}\n");
+        bytes.extend(format!("{}\n", line(2)).as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let mut read = entries(&path);
+        assert!(read.next().unwrap().is_ok());
+        match read.next() {
+            Some(Err(ReadError::Line { at, error })) => {
+                assert_eq!(at.line, 2);
+                assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(read.next().is_none());
+
+        // A missing log: one error naming it, and the end.
+        let missing = scratch.0.join("missing.jsonl");
+        let mut read = entries(&missing);
+        let error = read.next().unwrap().unwrap_err();
+        assert!(matches!(&error, ReadError::Open { path, .. } if *path == missing));
+        assert!(
+            error.to_string().starts_with(&format!(
+                "audit log {}: cannot read it: ",
+                missing.display()
+            )),
+            "{error}"
+        );
+        assert!(read.next().is_none());
     }
 
     // The 50 records append at once and share the sync thread's batches;

@@ -95,6 +95,7 @@ use mcp_hints_bench::peers::{
     start_notes_http_with, start_redis, toml_string,
 };
 use mcp_hints_core::escape;
+use mcp_hints_gateway::log::{Decision, Phase, ReadError};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::Peer;
@@ -878,43 +879,24 @@ fn audit_problems(logs: &[PathBuf], tally: &Tally) -> Result<(), Vec<String>> {
             }
             Err(error) => problems.push(error),
         }
-        let text = std::fs::read_to_string(log)
-            .map_err(|error| vec![format!("{}: {error}", log.display())])?;
-        for (number, line) in text.lines().enumerate() {
-            let Ok(entry) = serde_json::from_str::<Value>(line) else {
-                problems.push(format!(
-                    "{} line {}: not JSON: {}",
-                    log.display(),
-                    number + 1,
-                    escape::shown(line)
-                ));
-                continue;
-            };
-            if entry.get("checkpoint").is_some() {
-                continue;
-            }
-            let id = entry["id"].as_str().unwrap_or_default().to_owned();
-            let logged = by_id.entry(id).or_default();
-            match entry["phase"].as_str() {
-                Some("decided") => {
-                    logged.decided += 1;
-                    logged.key = Some((
-                        entry["tool"].as_str().unwrap_or_default().to_owned(),
-                        entry["arguments_sha256"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    ));
-                    degraded += usize::from(entry.get("degraded").is_some());
-                    rate_limited += usize::from(entry["decision"] == "rate_limited");
+        for read in mcp_hints_gateway::log::entries(log) {
+            let entry = match read {
+                Ok((_, entry)) => entry,
+                Err(error @ ReadError::NotAnEntry { .. }) => {
+                    problems.push(escape::one_line(&error.to_string()).into_owned());
+                    continue;
                 }
-                Some("finished") => logged.finished += 1,
-                _ => problems.push(format!(
-                    "{} line {}: no `phase` decided or finished: {}",
-                    log.display(),
-                    number + 1,
-                    escape::shown(line)
-                )),
+                Err(error) => return Err(vec![escape::one_line(&error.to_string()).into_owned()]),
+            };
+            let logged = by_id.entry(entry.id).or_default();
+            match entry.phase {
+                Phase::Decided => {
+                    logged.decided += 1;
+                    logged.key = Some((entry.tool, entry.arguments_sha256));
+                    degraded += usize::from(entry.degraded.is_some());
+                    rate_limited += usize::from(entry.decision == Decision::RateLimited);
+                }
+                Phase::Finished => logged.finished += 1,
             }
         }
     }

@@ -4,14 +4,12 @@
 //! merged by time; each log read with its rotated files; and `--verify`,
 //! its hash chain checked ([`mcp_hints_gateway::chain`]).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clap::{ArgGroup, Args};
-use mcp_hints_gateway::chain::{self, Report};
-use mcp_hints_gateway::log::{Decision, Entry, Outcome, rfc3339};
+use mcp_hints_gateway::chain::{self, At, Report};
+use mcp_hints_gateway::log::{self, Decision, Entry, Outcome, ReadError, rfc3339};
 use serde_json::Value;
 
 use crate::table::{Cell, render};
@@ -481,64 +479,40 @@ fn log_path_of(config: &Path) -> Result<PathBuf, String> {
 /// message for each line that is not an entry (skipped).
 fn read_matching(path: &Path, args: &LogArgs) -> Result<(Vec<Entry>, Vec<String>), String> {
     let (numbered, skipped) = read_numbered(path, args)?;
-    let entries = numbered.into_iter().map(|(_, _, entry)| entry).collect();
+    let entries = numbered.into_iter().map(|(_, entry)| entry).collect();
     Ok((entries, skipped))
 }
 
 /// A log's entries that passed the filters, each with its file and line
 /// number (from 1), and a message for each line skipped.
-type Numbered = (Vec<(PathBuf, usize, Entry)>, Vec<String>);
+type Numbered = (Vec<(At, Entry)>, Vec<String>);
 
 /// As [`read_matching`], each entry with its file and line number: the
-/// log's rotated files first, oldest first ([`chain::files`]), then the
-/// log. Checkpoints ([`chain::Checkpoint`]) are not calls, and are passed
-/// over without a word.
+/// log's rotated files first, oldest first, then the log
+/// ([`log::entries`]). Checkpoints ([`chain::Checkpoint`]) are not calls,
+/// and are passed over without a word.
 fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
-    let files = chain::files(path).unwrap_or_else(|_| vec![path.to_owned()]);
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
-    for file_path in files {
-        read_file(&file_path, args, &mut entries, &mut skipped)?;
+    for read in log::entries(path) {
+        match read {
+            Ok((at, entry)) => {
+                if args
+                    .matches(&entry)
+                    .map_err(|error| format!("{}:{}: time: {error}", at.file.display(), at.line))?
+                {
+                    entries.push((at, entry));
+                }
+            }
+            Err(ReadError::NotAnEntry { at, error, .. }) => skipped.push(format!(
+                "{}:{}: not an audit log entry (skipped; a line cut short by a crash?): {error}",
+                at.file.display(),
+                at.line
+            )),
+            Err(error) => return Err(error.to_string()),
+        }
     }
     Ok((entries, skipped))
-}
-
-/// Adds the entries of the one file at `path` that `args` lets through to
-/// `entries`, and a message for each line skipped to `skipped`.
-fn read_file(
-    path: &Path,
-    args: &LogArgs,
-    entries: &mut Vec<(PathBuf, usize, Entry)>,
-    skipped: &mut Vec<String>,
-) -> Result<(), String> {
-    let file = File::open(path)
-        .map_err(|error| format!("audit log {}: cannot read it: {error}", path.display()))?;
-    for (index, line) in BufReader::new(file).lines().enumerate() {
-        let number = index + 1;
-        let at = || format!("{}:{number}", path.display());
-        let line = line.map_err(|error| format!("{}: {error}", at()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let entry: Entry = match serde_json::from_str(&line) {
-            Ok(entry) => entry,
-            Err(_) if serde_json::from_str::<chain::Checkpoint>(&line).is_ok() => continue,
-            Err(error) => {
-                skipped.push(format!(
-                    "{}: not an audit log entry (skipped; a line cut short by a crash?): {error}",
-                    at()
-                ));
-                continue;
-            }
-        };
-        if args
-            .matches(&entry)
-            .map_err(|error| format!("{}: time: {error}", at()))?
-        {
-            entries.push((path.to_owned(), number, entry));
-        }
-    }
-    Ok(())
 }
 
 /// The entries of the logs at `paths` that `args` lets through, merged by
@@ -554,9 +528,9 @@ fn read_merged(paths: &[PathBuf], args: &LogArgs) -> Result<(Vec<Entry>, Vec<Str
     for path in paths {
         let (numbered, problems) = read_numbered(path, args)?;
         skipped.extend(problems);
-        for (file, number, entry) in numbered {
+        for (at, entry) in numbered {
             let time = parse_since(&entry.time)
-                .map_err(|error| format!("{}:{number}: time: {error}", file.display()))?;
+                .map_err(|error| format!("{}:{}: time: {error}", at.file.display(), at.line))?;
             timed.push((time, entry));
         }
     }

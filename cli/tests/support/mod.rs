@@ -32,6 +32,21 @@ pub fn wait_for<T>(bound: Duration, mut read: impl FnMut() -> T, ready: impl Fn(
     }
 }
 
+/// The entries of the audit log at `log` and its rotated files
+/// ([`mcp_hints_gateway::log::entries`]: checkpoints left out), as JSON;
+/// none while the log is not there, and a line still being written (one
+/// without its end yet) left out. A line that is not an entry panics.
+pub fn log_entries(log: &Path) -> Vec<Value> {
+    use mcp_hints_gateway::log::{ReadError, entries};
+    entries(log)
+        .filter_map(|read| match read {
+            Ok((_, entry)) => Some(serde_json::to_value(entry).unwrap()),
+            Err(ReadError::Open { .. } | ReadError::NotAnEntry { torn: true, .. }) => None,
+            Err(error) => panic!("{error}"),
+        })
+        .collect()
+}
+
 /// A file of tests/corpus/.
 pub fn corpus(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -140,15 +140,20 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// Waits, bounded, until the audit log at `path` holds `count` entries
-/// (its lines that record a call: the chain's checkpoints left out).
+/// ([`mcp_hints_gateway::log::entries`]: its lines that record a call, the
+/// chain's checkpoints left out), and returns them as JSON. A log not
+/// there yet holds none, and a line still being written is not read yet;
+/// a line that is not an entry panics.
 pub async fn log_lines(path: &Path, count: usize) -> Vec<Value> {
+    use mcp_hints_gateway::log::{ReadError, entries};
     let deadline = tokio::time::Instant::now() + BOUND;
     loop {
-        let lines: Vec<Value> = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap())
-            .filter(|line| line.get("phase").is_some())
+        let lines: Vec<Value> = entries(path)
+            .filter_map(|read| match read {
+                Ok((_, entry)) => Some(serde_json::to_value(entry).unwrap()),
+                Err(ReadError::Open { .. } | ReadError::NotAnEntry { torn: true, .. }) => None,
+                Err(error) => panic!("{error}"),
+            })
             .collect();
         if lines.len() >= count {
             return lines;
