@@ -1418,6 +1418,21 @@ fn approvers_sign_in_through_the_issuer_with_a_scope_and_a_client() {
     );
     // The secret never shows in the config's Debug.
     assert!(!format!("{sign_in:?}").contains("page client secret"));
+    // An empty secret, or one with a character outside visible ASCII and
+    // space (the newline here), is refused naming the variable only.
+    for name in ["EMPTY", "PADDED_TOKEN"] {
+        assert_eq!(
+            problem(&format!(
+                "{LOG}{AUTH}[approval]\napprover_scope = \"s\"\nclient_id = \"p\"\n\
+                 client_secret_env = \"{name}\"\n"
+            )),
+            format!(
+                "/etc/gw/gateway.toml:9:21: approval.client_secret_env: the client's secret in \
+                 the environment variable `{name}` is empty or holds a character outside \
+                 visible ASCII and space (RFC 6749 Appendix A.2)"
+            )
+        );
+    }
 }
 
 #[test]

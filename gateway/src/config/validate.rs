@@ -566,46 +566,41 @@ impl Reader<'_> {
             },
             (None, Some(env)) => {
                 let name = env.get_ref();
-                let key = format!("{path}.token_env");
-                match (self.env)(name).map(OsString::into_string) {
-                    None => {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!("the environment variable `{name}` is not set: export it with the token"),
-                        );
-                        None
+                self.secret_env(format!("{path}.token_env"), &env, "the token", |value| {
+                    if value.is_empty() {
+                        return Some(format!("the environment variable `{name}` is empty"));
                     }
-                    Some(Err(_)) => {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!("the environment variable `{name}` is not valid UTF-8"),
-                        );
-                        None
-                    }
-                    Some(Ok(value)) if value.is_empty() => {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!("the environment variable `{name}` is empty"),
-                        );
-                        None
-                    }
-                    Some(Ok(value)) => match unsendable(&value) {
-                        Some(why) => {
-                            self.at(
-                                env.span(),
-                                key,
-                                format!("the token in the environment variable `{name}` {why}"),
-                            );
-                            None
-                        }
-                        None => Some(Secret(value)),
-                    },
-                }
+                    unsendable(value)
+                        .map(|why| format!("the token in the environment variable `{name}` {why}"))
+                })
             }
         }
+    }
+
+    /// The secret in the environment variable that `env` (the value of
+    /// the key `key`) names: a variable that is set, valid UTF-8, and that
+    /// `check` accepts; `check` gets the value (empty included) and gives
+    /// the message for one it refuses. `what` is what to export, in the
+    /// message for a variable that is not set (`the token`). `None` when
+    /// any of these fails, the problem recorded at `env`.
+    fn secret_env(
+        &mut self,
+        key: impl Into<String>,
+        env: &Spanned<String>,
+        what: &str,
+        check: impl FnOnce(&str) -> Option<String>,
+    ) -> Option<Secret> {
+        let name = env.get_ref();
+        let problem = match (self.env)(name).map(OsString::into_string) {
+            None => format!("the environment variable `{name}` is not set: export it with {what}"),
+            Some(Err(_)) => format!("the environment variable `{name}` is not valid UTF-8"),
+            Some(Ok(value)) => match check(&value) {
+                None => return Some(Secret(value)),
+                Some(problem) => problem,
+            },
+        };
+        self.at(env.span(), key, problem);
+        None
     }
 
     /// `[state]`: a `redis` that is a Redis URL, a `prefix` that is not
@@ -960,44 +955,22 @@ impl Reader<'_> {
             None => Some(None),
             Some(env) => {
                 let name = env.get_ref();
-                let key = "approval.client_secret_env";
-                match (self.env)(name).map(OsString::into_string) {
-                    None => {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!(
-                                "the environment variable `{name}` is not set: export it with \
-                                 the client's secret"
-                            ),
-                        );
-                        None
-                    }
-                    Some(Err(_)) => {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!("the environment variable `{name}` is not valid UTF-8"),
-                        );
-                        None
-                    }
-                    Some(Ok(value))
-                        if value.is_empty()
-                            || !value.bytes().all(|b| (0x20..=0x7E).contains(&b)) =>
-                    {
-                        self.at(
-                            env.span(),
-                            key,
-                            format!(
-                                "the client's secret in the environment variable `{name}` is \
-                                 empty or holds a character outside visible ASCII and space \
-                                  (RFC 6749 Appendix A.2)"
-                            ),
-                        );
-                        None
-                    }
-                    Some(Ok(value)) => Some(Some(Secret(value))),
-                }
+                let secret = self.secret_env(
+                    "approval.client_secret_env",
+                    env,
+                    "the client's secret",
+                    |value| {
+                        (value.is_empty() || !value.bytes().all(|b| (0x20..=0x7E).contains(&b)))
+                            .then(|| {
+                                format!(
+                                    "the client's secret in the environment variable `{name}` \
+                                     is empty or holds a character outside visible ASCII and \
+                                     space (RFC 6749 Appendix A.2)"
+                                )
+                            })
+                    },
+                );
+                secret.map(Some)
             }
         };
         let redirect_uri = match &raw.redirect_uri {
