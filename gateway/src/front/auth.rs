@@ -250,16 +250,25 @@ impl SharedOwners {
     }
 
     /// Records, in the background, that this replica opened `id` for
-    /// `principal`: the answer that opened it is not held for it.
+    /// `principal`: the answer that opened it is not held for it. Nothing
+    /// is spawned for a backend that shares no sessions
+    /// ([`SharedState::shares_sessions`]).
     fn opened(&self, id: &str, principal: &str) {
+        if !self.state.shares_sessions() {
+            return;
+        }
         let (state, replica) = (self.state.clone(), self.replica.clone());
         let (id, principal) = (id.to_owned(), principal.to_owned());
         // A failure is counted by the metered state; the session serves.
         tokio::spawn(async move { state.open_session(&id, &principal, &replica).await });
     }
 
-    /// Forgets `id` in the background.
+    /// Forgets `id` in the background. Nothing is spawned for a backend
+    /// that shares no sessions: it has nothing to forget.
     fn ended(&self, id: &str) {
+        if !self.state.shares_sessions() {
+            return;
+        }
         let (state, id) = (self.state.clone(), id.to_owned());
         tokio::spawn(async move { state.end_session(&id).await });
     }

@@ -313,6 +313,10 @@ impl SharedState for InProcess {
 
     // One gateway: the sessions it serves are the sessions it knows, in
     // its session-ownership layer; there is no other replica to name.
+    fn shares_sessions(&self) -> bool {
+        false
+    }
+
     async fn open_session(&self, _: &str, _: &str, _: &str) -> Result<(), StateError> {
         Ok(())
     }

@@ -86,6 +86,10 @@ impl SharedState for Metered {
         self.counted(self.inner.retry_budget(budget, used, window).await)
     }
 
+    fn shares_sessions(&self) -> bool {
+        self.inner.shares_sessions()
+    }
+
     async fn open_session(
         &self,
         id: &str,
@@ -135,5 +139,24 @@ impl Probe for Metered {
 
     async fn check(&self) -> Result<(), String> {
         self.ready().await.map_err(|error| error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{InProcess, RedisState};
+
+    // `RedisState::open` spawns its subscriber, hence the runtime; what is
+    // asked here needs no Redis.
+    #[tokio::test]
+    async fn only_a_backend_that_records_sessions_says_it_shares_them_and_metered_says_alike() {
+        let in_process: Arc<dyn SharedState> = Arc::new(InProcess::new(None));
+        let redis: Arc<dyn SharedState> =
+            Arc::new(RedisState::open("redis://127.0.0.1:1", "shares", None).unwrap());
+        assert!(!in_process.shares_sessions());
+        assert!(redis.shares_sessions());
+        assert!(!Metered::new(in_process, Metrics::off()).shares_sessions());
+        assert!(Metered::new(redis, Metrics::off()).shares_sessions());
     }
 }

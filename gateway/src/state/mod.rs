@@ -243,6 +243,17 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
         window: Duration,
     ) -> Result<BudgetUse, StateError>;
 
+    /// Whether the backend records sessions for other replicas to read:
+    /// `false` when [`open_session`](SharedState::open_session) and
+    /// [`end_session`](SharedState::end_session) record nothing and
+    /// [`session_opener`](SharedState::session_opener) always answers
+    /// `None`, so that a caller may skip them (the in-process backend: one
+    /// gateway knows its own sessions). The default, `true`, is right for
+    /// every backend that records them (Redis).
+    fn shares_sessions(&self) -> bool {
+        true
+    }
+
     /// Records that `replica` opened the streamable-HTTP session `id` for
     /// `principal`, for [`SESSION_RECORD_TTL`] at most. The in-process
     /// backend records nothing: one gateway knows its own sessions.
