@@ -25,6 +25,12 @@ pub(super) trait Takes {
     const MIN: u64;
     /// The most the key takes.
     const MAX: u64;
+    /// [`MAX`](Self::MAX) in words, when the number alone would not say
+    /// much: `31622400 (366 days)`, or `2^63 - 1` where only the type
+    /// bounds the key.
+    fn max_said() -> String {
+        Self::MAX.to_string()
+    }
 }
 
 /// A whole-number key's value, read as `T` (`u32`, `u64` or `i64`), for a
@@ -32,7 +38,7 @@ pub(super) trait Takes {
 /// negative for an unsigned `T`, a number too large for `T`) is refused
 /// with serde's words for what it found and, after "expected", `R`'s
 /// range in words, never a Rust type's name: `invalid value: integer
-/// -1, expected a whole number of seconds from 1 to 31622400`.
+/// -1, expected a whole number of seconds from 1 to 31622400 (366 days)`.
 pub(super) struct Whole<T, R>(T, PhantomData<R>);
 
 impl<T: Copy, R> Whole<T, R> {
@@ -57,7 +63,7 @@ impl<'de, T: TryFrom<i128>, R: Takes> Deserialize<'de> for Whole<T, R> {
                     "a whole number of {} from {} to {}",
                     R::UNIT,
                     R::MIN,
-                    R::MAX
+                    R::max_said()
                 )
             }
 
@@ -101,6 +107,10 @@ impl Takes for Seconds {
     const UNIT: &'static str = "seconds";
     const MIN: u64 = 1;
     const MAX: u64 = defaults::MAX_SECS;
+
+    fn max_said() -> String {
+        format!("{} (366 days)", Self::MAX)
+    }
 }
 
 /// `[auth] clock_skew_secs`: 0 s to [`defaults::MAX_CLOCK_SKEW`].
@@ -120,6 +130,10 @@ impl Takes for Bytes {
     const UNIT: &'static str = "bytes";
     const MIN: u64 = 1;
     const MAX: u64 = i64::MAX.unsigned_abs();
+
+    fn max_said() -> String {
+        "2^63 - 1".to_owned()
+    }
 }
 
 /// `[log] checkpoint_every`: from 1 entry, read as an `i64`.
@@ -129,6 +143,10 @@ impl Takes for Entries {
     const UNIT: &'static str = "entries";
     const MIN: u64 = 1;
     const MAX: u64 = i64::MAX.unsigned_abs();
+
+    fn max_said() -> String {
+        "2^63 - 1".to_owned()
+    }
 }
 
 /// `[session] max_calls`: 1 to [`defaults::MAX_SESSION_MAX_CALLS`].
@@ -157,6 +175,10 @@ impl Takes for WindowCalls {
     const UNIT: &'static str = "calls per window";
     const MIN: u64 = 1;
     const MAX: u64 = u32::MAX as u64;
+
+    fn max_said() -> String {
+        "2^32 - 1".to_owned()
+    }
 }
 
 /// `[gateway]`.

@@ -322,7 +322,7 @@ fn wrong_types_are_named() {
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = \"3\"\nwindow_secs = 1\n"
         )),
         "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid type: string \"3\", expected a whole \
-         number of calls per window from 1 to 4294967295"
+         number of calls per window from 1 to 2^32 - 1"
     );
     assert_eq!(
         problem(&format!(
@@ -343,7 +343,7 @@ fn wrong_types_are_named() {
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = -1\nwindow_secs = 1\n"
         )),
         "/etc/gw/gateway.toml:5:9: rule[0].limit: invalid value: integer `-1`, expected a whole \
-         number of calls per window from 1 to 4294967295"
+         number of calls per window from 1 to 2^32 - 1"
     );
 }
 
@@ -355,7 +355,7 @@ fn a_whole_number_key_says_its_range_in_words_whatever_else_it_is_given() {
             "{LOG}[[rule]]\naction = \"rate_limit\"\nlimit = {value}\nwindow_secs = 1\n"
         ))
     };
-    let calls = "expected a whole number of calls per window from 1 to 4294967295";
+    let calls = "expected a whole number of calls per window from 1 to 2^32 - 1";
     assert_eq!(
         limit("2.5"),
         format!(
@@ -384,7 +384,7 @@ fn a_whole_number_key_says_its_range_in_words_whatever_else_it_is_given() {
             problem(&format!("{LOG}[session]\nidle_secs = {value}\n")),
             format!(
                 "/etc/gw/gateway.toml:4:13: session.idle_secs: {found}, expected a whole number \
-                 of seconds from 1 to 31622400"
+                 of seconds from 1 to 31622400 (366 days)"
             ),
             "{value}"
         );
@@ -403,7 +403,7 @@ fn a_whole_number_key_says_its_range_in_words_whatever_else_it_is_given() {
             problem(&format!("{LOG}[redaction]\nmax_scan_bytes = {value}\n")),
             format!(
                 "/etc/gw/gateway.toml:4:18: redaction.max_scan_bytes: {found}, expected a whole \
-                 number of bytes from 1 to 9223372036854775807"
+                 number of bytes from 1 to 2^63 - 1"
             ),
             "{value}"
         );
