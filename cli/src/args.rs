@@ -102,8 +102,9 @@ pub enum GatewayCommand {
     /// at `listen.admin_http`.
     Serve(ServeArgs),
     /// Writes a starter config (the repository's examples/gateway.toml: the
-    /// `notes` example server behind a deny, a require_approval and a
-    /// rate_limit rule, every key explained) and prints the commands to run
+    /// `notes` example server behind a deny, a require_approval, a
+    /// rate_limit and a session rule and a secret filter, every key
+    /// explained) and prints the commands to run
     /// next. An existing file is never overwritten (exit 2).
     Init(InitArgs),
     /// Validates a config and prints, for each tool `serve` would serve, its

@@ -1210,7 +1210,17 @@ pub fn verify(
         expected_prev = link.hash.clone();
         last = Some(link);
     }
-    report.torn = torn.into_iter().map(|(at, _)| at).collect();
+    // A torn line no line acknowledges is the break itself, not one a
+    // crash left: it is named as the tampering only.
+    let forged = match &report.tampering {
+        Some(Tampering::UnacknowledgedTorn { at }) => Some(at.clone()),
+        _ => None,
+    };
+    report.torn = torn
+        .into_iter()
+        .map(|(at, _)| at)
+        .filter(|at| Some(at) != forged.as_ref())
+        .collect();
     // A line is vouched for by the line after it: an edited or inserted
     // line was read (and counted) before the break showed.
     report.holds_to = match &report.tampering {
@@ -1784,6 +1794,8 @@ mod tests {
             tampering(&path),
             Tampering::UnacknowledgedTorn { at: at(&path, 3) }
         );
+        // Named as the break, not also as a line a crash cut short.
+        assert!(!verify(&path, None).unwrap().torn.contains(&at(&path, 3)));
         // The acknowledged torn line taken out.
         let mut removed = lines.clone();
         removed.remove(4);

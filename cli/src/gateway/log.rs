@@ -504,10 +504,15 @@ fn read_numbered(path: &Path, args: &LogArgs) -> Result<Numbered, String> {
                     entries.push((at, entry));
                 }
             }
-            Err(ReadError::NotAnEntry { at, error, .. }) => skipped.push(format!(
-                "{}:{}: not an audit log entry (skipped; a line cut short by a crash?): {error}",
+            Err(ReadError::NotAnEntry { at, torn, error }) => skipped.push(format!(
+                "{}:{}: {} (skipped; `gateway log --verify` tells a crash from tampering): {error}",
                 at.file.display(),
-                at.line
+                at.line,
+                if torn {
+                    "a line cut short"
+                } else {
+                    "not an audit log entry"
+                }
             )),
             Err(error) => return Err(error.to_string()),
         }
@@ -879,7 +884,8 @@ mod tests {
         assert_eq!(skipped.len(), 1, "{skipped:?}");
         assert!(
             skipped[0].starts_with(&format!(
-                "{}:3: not an audit log entry (skipped",
+                "{}:3: not an audit log entry (skipped; `gateway log --verify` tells a crash \
+                 from tampering): ",
                 path.display()
             )),
             "{skipped:?}"
@@ -912,7 +918,10 @@ mod tests {
         let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
         assert_eq!(ids, ["call-1", "call-2"]);
         assert_eq!(skipped.len(), 1, "{skipped:?}");
-        assert!(skipped[0].contains(":2: "), "{skipped:?}");
+        assert!(
+            skipped[0].contains(":2: a line cut short (skipped; "),
+            "{skipped:?}"
+        );
     }
 
     /// `entries` as a log's lines.
