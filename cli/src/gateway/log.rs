@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use clap::{ArgGroup, Args};
 use mcp_hints_gateway::chain::{self, At, Report};
-use mcp_hints_gateway::log::{self, Decision, Entry, Outcome, ReadError, rfc3339};
+use mcp_hints_gateway::log::{self, Decision, Entry, Outcome, ReadError, Redacted, rfc3339};
 use serde_json::Value;
 
 use crate::table::{Cell, render};
@@ -71,8 +71,8 @@ pub struct LogArgs {
     pub json: bool,
     /// The table's columns, in this order, comma-separated: time, id,
     /// principal, upstream, tool, decision, phase, outcome, attempts,
-    /// hints, args, rule, by, replica, withheld; or `all` (all but by,
-    /// replica and withheld).
+    /// hints, args, rule, by, replica, withheld, redacted; or `all` (all
+    /// but by, replica, withheld and redacted).
     /// Default:
     /// all of them, or, on a terminal, the most that fit its width (id,
     /// args, hints, attempts and phase are left out first). With more
@@ -126,12 +126,16 @@ pub enum Column {
     /// `WITHHELD`: why a withheld result was withheld, the rule or the
     /// size (`-` on other entries); shown when asked for.
     Withheld,
+    /// `REDACTED`: what the `[[redact]]` rules masked in the result, each
+    /// rule with its matches (`redact[0] (detectors slack_token): 2
+    /// matches`; `-` when nothing matched); shown when asked for.
+    Redacted,
 }
 
 impl Column {
     /// Every column of one log's table, in its order: what `all` names
-    /// (every column but [`Column::Replica`], [`Column::By`] and
-    /// [`Column::Withheld`]).
+    /// (every column but [`Column::Replica`], [`Column::By`],
+    /// [`Column::Withheld`] and [`Column::Redacted`]).
     pub const ALL: [Column; 12] = [
         Column::Time,
         Column::Id,
@@ -175,6 +179,7 @@ impl Column {
             Column::Replica => "replica",
             Column::By => "by",
             Column::Withheld => "withheld",
+            Column::Redacted => "redacted",
         }
     }
 
@@ -195,6 +200,7 @@ impl Column {
             Column::Replica => "REPLICA",
             Column::By => "BY",
             Column::Withheld => "WITHHELD",
+            Column::Redacted => "REDACTED",
         }
     }
 
@@ -221,7 +227,31 @@ impl Column {
             Column::Replica => Cell::plain(&optional(&entry.replica)),
             Column::By => Cell::plain(&optional(&entry.by)),
             Column::Withheld => Cell::plain(&optional(&entry.withheld)),
+            Column::Redacted => Cell::plain(&redacted_text(entry.redacted.as_deref())),
         }
+    }
+}
+
+/// The `REDACTED` cell: each rule that matched and how often, `; `
+/// between them, or `-`.
+fn redacted_text(redacted: Option<&[Redacted]>) -> String {
+    match redacted {
+        Some(rules) if !rules.is_empty() => rules
+            .iter()
+            .map(|rule| {
+                format!(
+                    "{}: {}",
+                    rule.rule,
+                    crate::text::count(
+                        usize::try_from(rule.matches).unwrap_or(usize::MAX),
+                        "match",
+                        "matches"
+                    )
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => "-".to_owned(),
     }
 }
 
@@ -242,9 +272,12 @@ fn parse_column(text: &str) -> Result<Vec<Column>, String> {
     if text.trim() == "all" {
         return Ok(Column::ALL.to_vec());
     }
-    let every = Column::ALL
-        .into_iter()
-        .chain([Column::Replica, Column::By, Column::Withheld]);
+    let every = Column::ALL.into_iter().chain([
+        Column::Replica,
+        Column::By,
+        Column::Withheld,
+        Column::Redacted,
+    ]);
     every
         .clone()
         .find(|column| column.name() == text.trim())
@@ -933,6 +966,36 @@ mod tests {
     }
 
     #[test]
+    fn the_redacted_column_says_each_rule_and_its_matches() {
+        let mut masked = entry(1, "alice", "read", "allow", "2026-03-16T09:00:00.000Z");
+        masked.phase = Phase::Finished;
+        masked.outcome = Some(Outcome::Completed);
+        masked.redacted = Some(vec![
+            Redacted {
+                rule: "redact[0] (detectors slack_token)".to_owned(),
+                matches: 2,
+                places: vec!["content[0].text".to_owned()],
+            },
+            Redacted {
+                rule: "redact[1] (pattern)".to_owned(),
+                matches: 1,
+                places: vec!["structuredContent.note".to_owned()],
+            },
+        ]);
+        let other = entry(2, "alice", "read", "allow", "2026-03-16T09:00:01.000Z");
+        assert_eq!(parse_column("redacted").unwrap(), [Column::Redacted]);
+        let columns = [Column::Id, Column::Redacted];
+        assert_eq!(
+            anstream::adapter::strip_str(&table(&[masked, other], &columns)).to_string(),
+            "ID      REDACTED\n\
+             call-1  redact[0] (detectors slack_token): 2 matches; redact[1] (pattern): 1 match\n\
+             call-2  -\n\
+             2 entries\n"
+        );
+        assert!(!parse_column("all").unwrap().contains(&Column::Redacted));
+    }
+
+    #[test]
     fn the_withheld_column_says_why_a_result_was_withheld() {
         let mut withheld = entry(1, "alice", "read", "allow", "2026-03-16T09:00:00.000Z");
         withheld.phase = Phase::Finished;
@@ -1071,7 +1134,7 @@ mod tests {
         assert!(
             error.contains(
                 "give time, id, principal, upstream, tool, decision, phase, outcome, \
-                 attempts, hints, args, rule, replica, by, withheld or all"
+                 attempts, hints, args, rule, replica, by, withheld, redacted or all"
             ),
             "{error}"
         );
