@@ -1710,6 +1710,13 @@ fn bad_redact_tables_are_named_at_their_key() {
          detectors are `private_key`, `aws_access_key`, `github_token`, `gitlab_token`, \
          `openai_api_key`, `slack_token`, `bearer_token`, `secrets`"
     );
+    assert!(
+        at("[[redact]]\ndetectors = [\"all\"]\n").contains(
+            "redact[0].detectors[0]: unknown detector `all` (did you mean `secrets`, all of them?); "
+        ),
+        "{}",
+        at("[[redact]]\ndetectors = [\"all\"]\n")
+    );
     assert_eq!(
         at("[[redact]]\ndetectors = [\"\"]\n"),
         "/etc/gw/gateway.toml:11:14: redact[0].detectors[0]: unknown detector ``; the \

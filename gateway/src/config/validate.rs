@@ -1699,7 +1699,7 @@ impl Reader<'_> {
                         format!(
                             "unknown detector `{}`{}; the detectors are {listed}",
                             mcp_hints_core::escape::shown(name.get_ref()),
-                            suggestion(name.get_ref(), &known)
+                            detector_suggestion(name.get_ref(), &known)
                         ),
                     );
                     ok = false;
@@ -1926,6 +1926,16 @@ fn suggestion(given: &str, known: &[&str]) -> String {
     mcp_hints_core::suggest::closest(given, known.iter().copied())
         .map(|name| format!(" (did you mean `{name}`?)"))
         .unwrap_or_default()
+}
+
+/// [`suggestion`] for a detector's name; `all`, `any` and `*`, the words
+/// other tools use for every detector, are pointed at
+/// [`Detector::ALL_NAME`].
+fn detector_suggestion(given: &str, known: &[&str]) -> String {
+    if ["all", "any", "*"].contains(&given.trim().to_ascii_lowercase().as_str()) {
+        return format!(" (did you mean `{}`, all of them?)", Detector::ALL_NAME);
+    }
+    suggestion(given, known)
 }
 
 /// The first backticked word of `message` after `prefix`, if it starts so.
