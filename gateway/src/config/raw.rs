@@ -100,6 +100,69 @@ impl<'de, T: TryFrom<i128>, R: Takes> Deserialize<'de> for Whole<T, R> {
     }
 }
 
+/// A key that takes a list (`command`, `detectors`, `when`, ...): a TOML
+/// array, whose message for anything else says so in words (`invalid
+/// type: string "x", expected a list in brackets, as ["a", "b"]`) rather
+/// than serde's "a sequence". It reads as the `Vec` it holds.
+#[derive(Debug)]
+pub(super) struct List<T>(pub(super) Vec<T>);
+
+impl<T> Default for List<T> {
+    fn default() -> List<T> {
+        List(Vec::new())
+    }
+}
+
+impl<'a, T> IntoIterator for &'a List<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<T> std::ops::Deref for List<T> {
+    type Target = Vec<T>;
+
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> IntoIterator for List<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Items<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Items<T> {
+            type Value = List<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a list in brackets, as ["a", "b"]"#)
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<List<T>, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(List(items))
+            }
+        }
+
+        deserializer.deserialize_seq(Items(PhantomData))
+    }
+}
+
 /// A `*_secs` key: 1 s to [`defaults::MAX_SECS`].
 pub(super) struct Seconds;
 
@@ -196,7 +259,7 @@ pub(super) struct RawListen {
     #[serde(default)]
     pub(super) public: bool,
     #[serde(default)]
-    pub(super) allow_origins: Vec<Spanned<String>>,
+    pub(super) allow_origins: List<Spanned<String>>,
     pub(super) admin_http: Option<Spanned<String>>,
 }
 
@@ -238,7 +301,7 @@ pub(super) struct RawAuth {
     pub(super) audience: Spanned<String>,
     pub(super) principal_claim: Option<Spanned<String>>,
     pub(super) clock_skew_secs: Option<Spanned<Whole<u64, SkewSeconds>>>,
-    pub(super) scopes: Option<Vec<Spanned<String>>>,
+    pub(super) scopes: Option<List<Spanned<String>>>,
     pub(super) jwks_max_age_secs: Option<Spanned<Whole<u64, Seconds>>>,
     pub(super) jwks_min_refresh_secs: Option<Spanned<Whole<u64, Seconds>>>,
 }
@@ -305,14 +368,14 @@ pub(super) struct RawPolicy {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: Spanned<String>,
-    pub(super) command: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) command: Option<Spanned<List<Spanned<String>>>>,
     pub(super) url: Option<Spanned<String>>,
     pub(super) env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     pub(super) headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     #[serde(default)]
     pub(super) trusted: bool,
     pub(super) call_timeout_secs: Option<Spanned<Whole<u64, Seconds>>>,
-    pub(super) exclude_tools: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) exclude_tools: Option<Spanned<List<Spanned<String>>>>,
 }
 
 /// One `[[assert]]`.
@@ -362,12 +425,12 @@ pub(super) struct RawRule {
     pub(super) tool: Option<Spanned<String>>,
     pub(super) principal: Option<Spanned<String>>,
     pub(super) scope: Option<Spanned<String>>,
-    pub(super) when: Option<Vec<Spanned<String>>>,
+    pub(super) when: Option<List<Spanned<String>>>,
     pub(super) timeout_secs: Option<Spanned<Whole<u64, Seconds>>>,
     pub(super) on_expiry: Option<Spanned<Expiry>>,
     pub(super) limit: Option<Spanned<Whole<u32, WindowCalls>>>,
     pub(super) window_secs: Option<Spanned<Whole<u64, Seconds>>>,
-    pub(super) after: Option<Vec<Spanned<String>>>,
+    pub(super) after: Option<List<Spanned<String>>>,
     pub(super) count: Option<Spanned<RawCount>>,
 }
 
@@ -393,7 +456,7 @@ pub(super) struct RawRedact {
     pub(super) upstream: Option<Spanned<String>>,
     pub(super) tool: Option<Spanned<String>>,
     pub(super) pattern: Option<Spanned<String>>,
-    pub(super) detectors: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) detectors: Option<Spanned<List<Spanned<String>>>>,
     pub(super) action: Option<Spanned<RawRedactAction>>,
     pub(super) replacement: Option<Spanned<String>>,
 }

@@ -1776,3 +1776,25 @@ fn redact_tool_globs_that_match_no_tool_are_warned_of() {
         ["redact[0].tool `raed*` matches no tool of the upstreams `*` names"]
     );
 }
+
+#[test]
+fn a_list_key_given_one_value_says_it_takes_a_list_in_brackets() {
+    let list = r#"expected a list in brackets, as ["a", "b"]"#;
+    for (text, key) in [
+        (
+            format!("{LOG}[[upstream]]\nname = \"n\"\ncommand = \"notes\"\n"),
+            "upstream[0].command: invalid type: string \"notes\"",
+        ),
+        (
+            format!("{LOG}[[redact]]\ndetectors = \"slack_token\"\n"),
+            "redact[0].detectors: invalid type: string \"slack_token\"",
+        ),
+        (
+            format!("{LOG}[[rule]]\naction = \"deny\"\nwhen = \"open_world\"\n"),
+            "rule[0].when: invalid type: string \"open_world\"",
+        ),
+    ] {
+        let problem = problem(&text);
+        assert!(problem.contains(&format!("{key}, {list}")), "{problem}");
+    }
+}

@@ -15,7 +15,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::raw::{
-    RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
+    List, RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
     RawListen, RawLock, RawLog, RawPolicy, RawRedact, RawRedactAction, RawRedaction, RawRule,
     RawSession, RawState, RawUpstream, Seconds, Whole,
 };
@@ -132,7 +132,7 @@ impl Reader<'_> {
                 RawListen {
                     http: None,
                     public: false,
-                    allow_origins: Vec::new(),
+                    allow_origins: List::default(),
                     admin_http: None,
                 },
                 0..0,
@@ -1174,7 +1174,7 @@ impl Reader<'_> {
     fn command(
         &mut self,
         path: &str,
-        command: Spanned<Vec<Spanned<String>>>,
+        command: Spanned<List<Spanned<String>>>,
         env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     ) -> Option<UpstreamTransport> {
         let span = command.span();
@@ -1661,7 +1661,7 @@ impl Reader<'_> {
     fn detectors(
         &mut self,
         key: &str,
-        names: &Spanned<Vec<Spanned<String>>>,
+        names: &Spanned<List<Spanned<String>>>,
     ) -> Option<RedactMatcher> {
         let known: Vec<&str> = Detector::ALL
             .iter()
