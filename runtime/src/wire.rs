@@ -97,7 +97,9 @@ mod stdio;
 
 #[cfg(feature = "http-guard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http-guard")))]
-pub use http::{GuardResponseBody, GuardedBody, HttpGuard, HttpGuardService, InvalidOrigin};
+pub use http::{
+    CheckedMessage, GuardResponseBody, GuardedBody, HttpGuard, HttpGuardService, InvalidOrigin,
+};
 pub use stdio::{GuardedTransport, LineGuard};
 
 /// The longest message a [`GuardedTransport`] reads by default: 16 MiB

@@ -11,12 +11,14 @@ use std::time::{Duration, SystemTime};
 
 use mcp_hints::client::{CallError, Outcome as CallOutcome, ToolCall};
 use mcp_hints_core::{escape, name};
+use rmcp::model::RequestMetaObject;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, MetaObject, ResultType,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::catalogue::Listed;
 use super::{Front, Principal};
@@ -45,6 +47,32 @@ type Step<T> = Result<T, Box<Answer>>;
 /// The answer that ends a call with the tool result `result`.
 fn end(result: CallToolResult) -> Box<Answer> {
     Box::new(Ok(result))
+}
+
+/// What a call's steps read of its request besides its params: whether
+/// its client withdrew it, its `_meta`, and, over HTTP, the request's head
+/// (its principal, set by the authentication layer, and its
+/// `Mcp-Session-Id`). Made from rmcp's [`RequestContext`] for the requests
+/// rmcp serves, and by [`super::stateless`] for those it answers itself.
+pub(super) struct CallContext<'a> {
+    /// Cancelled when the client withdraws the request
+    /// (`notifications/cancelled`, a closed request stream at 2026-07-28,
+    /// the end of its session).
+    pub(super) cancelled: &'a CancellationToken,
+    /// The request's `_meta`.
+    pub(super) meta: &'a RequestMetaObject,
+    /// The HTTP request's head; none over stdio.
+    pub(super) http: Option<&'a http::request::Parts>,
+}
+
+impl<'a> From<&'a RequestContext<RoleServer>> for CallContext<'a> {
+    fn from(context: &'a RequestContext<RoleServer>) -> CallContext<'a> {
+        CallContext {
+            cancelled: &context.ct,
+            meta: &context.meta,
+            http: context.extensions.get::<http::request::Parts>(),
+        }
+    }
 }
 
 /// What every audit entry of one call shares.
@@ -159,7 +187,7 @@ impl Front {
         &self,
         request: CallToolRequestParams,
         principal: &Principal,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext<'_>,
     ) -> Answer {
         // While this is the only call, its `decided` entry is synced
         // without a hand-off to the log's sync thread.
@@ -175,7 +203,7 @@ impl Front {
         &self,
         request: CallToolRequestParams,
         principal: &Principal,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext<'_>,
     ) -> Step<Answer> {
         let mut call = self.resolve(request, &principal.name).await?;
         call.scopes = principal.scopes.clone();
@@ -252,18 +280,13 @@ impl Front {
     /// A JSON-RPC invalid-params error ([`Error::BadSessionName`]) when
     /// the client names a session that is not a string of 1 to 128 visible
     /// ASCII characters.
-    fn session(
-        &self,
-        principal: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<SessionKey, Answer> {
+    fn session(&self, principal: &str, context: &CallContext<'_>) -> Result<SessionKey, Answer> {
         if self.gateway.config.session.per == SessionPer::Principal {
             return Ok(SessionKey::new(SessionKind::Principal, principal, ""));
         }
         let transport = self.stdio_session.clone().or_else(|| {
             context
-                .extensions
-                .get::<http::request::Parts>()
+                .http
                 .and_then(|parts| parts.headers.get("mcp-session-id"))
                 .and_then(|id| id.to_str().ok())
                 .map(str::to_owned)
@@ -356,7 +379,7 @@ impl Front {
     /// until an approver approves its new fingerprint, which goes into the
     /// lock. Guarantees a drifted tool goes on only once its fingerprint
     /// is approved and written to the lock; every end is logged.
-    async fn drift(&self, call: &Call, context: &RequestContext<RoleServer>) -> Step<()> {
+    async fn drift(&self, call: &Call, context: &CallContext<'_>) -> Step<()> {
         let name = call.name.as_str();
         let approved = match self.gateway.state.approved_tool(name).await {
             Ok(approved) => approved,
@@ -667,7 +690,7 @@ impl Front {
         rule: usize,
         timeout: Duration,
         on_expiry: Expiry,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext<'_>,
     ) -> Step<Decision> {
         let rule_text = &decided.rule;
         let name = escape::shown(&call.name);
@@ -711,7 +734,7 @@ impl Front {
                 json!({ "decision": decision, "rule": rule, "ruleText": rule_text }),
             )));
         }
-        if context.ct.is_cancelled() {
+        if context.cancelled.is_cancelled() {
             // Withdrawn while its approval was being recorded: an approved
             // call its client no longer waits for is not sent either.
             said_abandoned(id, &call.name);
@@ -741,7 +764,7 @@ impl Front {
         &self,
         call: &Call,
         parking: &Parking,
-        context: &RequestContext<RoleServer>,
+        context: &CallContext<'_>,
     ) -> Step<Resolution> {
         let gateway = &self.gateway;
         let resolution = wait_for_approver(
@@ -751,7 +774,7 @@ impl Front {
             &call.record,
             &call.arguments,
             parking,
-            context.ct.cancelled(),
+            context.cancelled.cancelled(),
         )
         .await;
         self.record_resolution(call, &resolution, parking.rule.clone())

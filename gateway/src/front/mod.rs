@@ -15,6 +15,7 @@
 //! | `catalogue` | the served tools, namespaced, hints explicit; [`served_tools`] |
 //! | `call` | one `tools/call`, step by step |
 //! | `serve` | [`serve_stdio`], [`router`], [`serve_http`]; binding a listener |
+//! | `stateless` | a stateless 2026-07-28 `tools/call` over HTTP, answered without rmcp's per-request server |
 //! | `auth` | bearer tokens to principals; each session kept to its principal |
 //! | `oauth` | `[auth]`: the Protected Resource Metadata, the issuer's keys, access tokens verified |
 //! | `admin` | [`serve_admin`]: where approvers see and decide parked calls, Prometheus scrapes the metrics, and probes ask for health and readiness |
@@ -74,13 +75,15 @@ mod gateway;
 mod oauth;
 mod page;
 mod serve;
+mod stateless;
 
 use std::sync::{Arc, PoisonError};
 
 use mcp_hints::pagination::{PageSize, list_tools_page};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -88,6 +91,7 @@ use tokio::sync::broadcast;
 
 pub use self::admin::serve_admin;
 pub(crate) use self::auth::Principal;
+use self::call::CallContext;
 pub use self::catalogue::{ServedTool, ServedTools, served_tools};
 pub use self::gateway::{Gateway, GatewayBuilder};
 pub use self::serve::{router, serve_http, serve_stdio};
@@ -127,15 +131,31 @@ impl Front {
         }
     }
 
-    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Principal> {
+    /// The caller: the stdio client's, or the one the authentication
+    /// layer put into the HTTP request.
+    fn principal(&self, context: &CallContext<'_>) -> Option<Principal> {
         if let Some(principal) = &self.principal {
             return Some(principal.clone());
         }
         context
-            .extensions
-            .get::<http::request::Parts>()
+            .http
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned()
+    }
+
+    /// `tools/call`, as rmcp's `call_tool` and [`stateless`] call it: the
+    /// caller's principal, then [`call`](Front::call).
+    async fn call_tool_in(
+        &self,
+        request: CallToolRequestParams,
+        context: &CallContext<'_>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(principal) = self.principal(context) else {
+            // The authentication layer lets no request through without
+            // one; refuse rather than guess.
+            return Err(ErrorData::from(crate::Error::NoPrincipal));
+        };
+        self.call(request, &principal, context).await
     }
 }
 
@@ -185,12 +205,7 @@ impl ServerHandler for Front {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(principal) = self.principal(&context) else {
-            // The authentication layer lets no request through without
-            // one; refuse rather than guess.
-            return Err(ErrorData::from(crate::Error::NoPrincipal));
-        };
-        self.call(request, &principal, &context)
+        self.call_tool_in(request, &CallContext::from(&context))
             .await
             .map(Into::into)
     }

@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tower::Layer;
 
 use super::auth::{BearerAuthLayer, SessionOwnershipLayer};
+use super::stateless::StatelessCalls;
 use super::{Front, Gateway};
 use crate::Error;
 
@@ -107,7 +108,13 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
     let sessions = Arc::new(LocalSessionManager::default());
     let guard = guard.sessions(sessions.clone());
     let front = Front::http(gateway.clone());
-    let service = StreamableHttpService::new(move || Ok(front.clone()), sessions.clone(), config);
+    let hosts = config.allowed_hosts.clone();
+    let stopping = config.cancellation_token.clone();
+    let served = front.clone();
+    let service = StreamableHttpService::new(move || Ok(served.clone()), sessions.clone(), config);
+    // The stateless `tools/call` requests answered without rmcp's
+    // per-request server, everything else passed on to it.
+    let service = StatelessCalls::new(service, front, &hosts, stopping);
     // The token first: a request without one learns nothing from the
     // guard's answers (which session ids are live, what a body lacks);
     // then the session's owner, before the guard tells a live session

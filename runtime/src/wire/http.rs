@@ -27,6 +27,22 @@ pub type GuardedBody<B> = Either<Full<Bytes>, B>;
 /// service's responses unchanged.
 pub type GuardResponseBody<B> = Either<Full<Bytes>, B>;
 
+/// The message of a POST body that [`HttpGuard`] checked, as rmcp reads
+/// it, in the request's extensions for the service behind the guard: a
+/// service that answers some requests itself takes it with
+/// `request.extensions_mut().remove::<CheckedMessage>()` instead of
+/// parsing the body again. The body is passed on as well, unchanged, for
+/// a service (rmcp's) that reads it.
+#[derive(Clone, Debug)]
+pub struct CheckedMessage(pub Arc<ClientJsonRpcMessage>);
+
+impl CheckedMessage {
+    /// The message, without a copy unless the extension was cloned.
+    pub fn into_message(self) -> ClientJsonRpcMessage {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
+
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Asks the session manager whether a session exists.
@@ -58,7 +74,10 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// `text/event-stream`, neither weighted `q=0`, read exactly as rmcp reads
 /// them (a `,` or `;` inside a quoted string splits nothing); any other goes
 /// to rmcp untouched (which answers 415 or 406).
-/// Everything else, the `Host` check included, is rmcp's.
+/// Everything else, the `Host` check included, is rmcp's. A POST whose
+/// body passes goes on with the message the guard read in its extensions
+/// ([`CheckedMessage`]), so that a service between the guard and rmcp
+/// that answers some requests itself need not parse the body again.
 ///
 /// Sources: MCP basic/transports (2025-06-18, 2025-11-25) and
 /// basic/transports/streamable-http (2026-07-28): "If the `Origin` header is
@@ -262,29 +281,30 @@ impl HttpGuard {
         }
     }
 
-    /// The guard's answer to a POST body (its JSON text, after
-    /// [`check::json_text`]), or `None` to pass it to rmcp.
-    fn refuse_body(&self, body: &[u8]) -> Option<Response<Full<Bytes>>> {
+    /// The message of a POST body (its JSON text, after
+    /// [`check::json_text`]) that passes, read as rmcp reads it, or the
+    /// guard's answer to one that does not.
+    fn check_body(&self, body: &[u8]) -> Result<ClientJsonRpcMessage, Box<Response<Full<Bytes>>>> {
         let verdict = match check::check(body, HTTP_MAX_DEPTH) {
             Verdict::Pass { kind, .. } => {
                 // rmcp parses the body again itself: read it the same way, so
                 // that what passes here is what rmcp reads.
                 let parsed = serde_json::from_slice::<ClientJsonRpcMessage>(body);
                 match check::settle(parsed, &kind) {
-                    Ok(_) => return None,
+                    Ok(message) => return Ok(message),
                     Err(verdict) => verdict,
                 }
             }
             verdict => verdict,
         };
-        Some(match verdict {
+        Err(Box::new(match verdict {
             Verdict::Refuse(refusal) => jsonrpc(StatusCode::BAD_REQUEST, &refusal),
             Verdict::Drop(reason) => plain(
                 StatusCode::BAD_REQUEST,
                 format!("Bad Request: malformed {reason}"),
             ),
             Verdict::Pass { .. } => unreachable!("handled above"),
-        })
+        }))
     }
 }
 
@@ -391,9 +411,11 @@ impl HttpGuard {
         };
         // rmcp gets the JSON text the guard checked: without a leading BOM.
         let body = body.slice_ref(check::json_text(&body));
-        if let Some(response) = self.refuse_body(&body) {
-            return own(response);
-        }
+        let message = match self.check_body(&body) {
+            Ok(message) => message,
+            Err(response) => return own(*response),
+        };
+        parts.extensions.insert(CheckedMessage(Arc::new(message)));
         if parts.headers.contains_key(CONTENT_LENGTH) {
             parts
                 .headers
