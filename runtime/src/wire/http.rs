@@ -941,4 +941,60 @@ mod tests {
             differ.join("\n")
         );
     }
+
+    /// Keeps what the guard passed on: the message in the extensions and
+    /// the body.
+    #[derive(Clone, Default)]
+    struct Keep(Arc<std::sync::Mutex<Option<Passed>>>);
+
+    /// The message in the extensions (if any) and the body.
+    type Passed = (Option<CheckedMessage>, Bytes);
+
+    impl<B> tower_service::Service<Request<B>> for Keep
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: fmt::Debug,
+    {
+        type Response = Response<Full<Bytes>>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, mut request: Request<B>) -> Self::Future {
+            let kept = self.0.clone();
+            Box::pin(async move {
+                let message = request.extensions_mut().remove::<CheckedMessage>();
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                *kept.lock().unwrap() = Some((message, body));
+                Ok(Response::new(Full::new(Bytes::new())))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_passes_goes_on_with_the_message_the_guard_read() {
+        let keep = Keep::default();
+        let mut guarded = loopback().service(keep.clone());
+        let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
+        let both = [b"application/json, text/event-stream".to_vec()];
+        // With a leading byte order mark, which neither gets.
+        let request = post_with(Some(b"application/json"), &both, &format!("\u{feff}{body}"));
+        let (status, _) = answer(&mut guarded, request).await;
+        assert_eq!(status, StatusCode::OK);
+        let (message, passed) = keep.0.lock().unwrap().take().expect("passed on");
+        assert_eq!(passed, body.as_bytes());
+        let expected: ClientJsonRpcMessage = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            serde_json::to_value(message.expect("the message").into_message()).unwrap(),
+            serde_json::to_value(expected).unwrap()
+        );
+        // A body the guard does not read (rmcp answers its headers) has none.
+        let unread = post_with(Some(b"text/plain"), &both, body);
+        let _ = answer(&mut guarded, unread).await;
+        let (message, _) = keep.0.lock().unwrap().take().expect("passed on");
+        assert!(message.is_none());
+    }
 }
