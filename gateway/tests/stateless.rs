@@ -3,8 +3,9 @@
 //! each is sent twice, as a client sends it and with its `Mcp-Name` in
 //! SEP-2243's Base64 form (`=?base64?…?=`), which means the same to rmcp
 //! and which the gateway leaves to rmcp, and the two answers are compared
-//! whole: status, content type and body. A parked call whose client goes
-//! away is still abandoned and logged.
+//! whole: status, content type and body (the upstream's own JSON-RPC
+//! errors included). A parked call whose client goes away, or that is
+//! still waiting when the sessions end, is abandoned and logged.
 
 mod support;
 
@@ -140,6 +141,11 @@ tool = "note"
         ("up__nope", json!({})),
         // A JSON-RPC error: no such upstream.
         ("zz__echo", json!({})),
+        // The upstream's own errors, as they come: resource not found,
+        // a header mismatch (400) and method not found (404).
+        ("up__echo", json!({"text": "error -32002"})),
+        ("up__echo", json!({"text": "error -32020"})),
+        ("up__echo", json!({"text": "error -32601"})),
     ];
     for (tool, arguments) in cases {
         let direct = call(&http, served.address, tool, arguments.clone(), false).await;
@@ -169,11 +175,57 @@ tool = "note"
     assert_eq!(refused.body["result"]["isError"], true, "{refused:?}");
     let unknown = call(&http, served.address, "up__nope", json!({}), false).await;
     assert_eq!(unknown.body["error"]["code"], -32602, "{unknown:?}");
+    let missing = call(
+        &http,
+        served.address,
+        "up__echo",
+        json!({"text": "error -32002"}),
+        false,
+    )
+    .await;
+    assert_eq!(missing.body["error"]["code"], -32002, "{missing:?}");
+    let mismatch = call(
+        &http,
+        served.address,
+        "up__echo",
+        json!({"text": "error -32020"}),
+        false,
+    )
+    .await;
+    assert_eq!(mismatch.status, 400, "{mismatch:?}");
+    let no_method = call(
+        &http,
+        served.address,
+        "up__echo",
+        json!({"text": "error -32601"}),
+        false,
+    )
+    .await;
+    assert_eq!(no_method.status, 404, "{no_method:?}");
 
-    // Both forms of each echo reached the upstream, and every decided
-    // call was logged the same way: decided, then finished.
-    assert_eq!(calls.load(Ordering::SeqCst), 3);
-    let entries = log_lines(&log, 12).await;
+    // Both forms of each forwarded call reached the upstream, and every
+    // decided call was logged the same way: decided, then finished.
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
+    let pair = |tool: &str, decision: &str, outcome: &str| {
+        [
+            format!("{tool} decided {decision} -"),
+            format!("{tool} finished {decision} {outcome}"),
+        ]
+    };
+    let mut expected = Vec::new();
+    for (tool, decision, outcome, times) in [
+        ("echo", "allow", "completed", 2),
+        ("note", "deny", "refused", 2),
+        ("echo", "allow", "tool_error", 6),
+        ("echo", "allow", "completed", 1),
+        ("note", "deny", "refused", 1),
+        ("echo", "allow", "tool_error", 3),
+    ] {
+        for _ in 0..times {
+            expected.extend(pair(tool, decision, outcome));
+        }
+    }
+    let entries = log_lines(&log, expected.len()).await;
     let shapes: Vec<String> = entries
         .iter()
         .map(|entry| {
@@ -186,21 +238,6 @@ tool = "note"
             )
         })
         .collect();
-    let pair = |tool: &str, decision: &str, outcome: &str| {
-        [
-            format!("{tool} decided {decision} -"),
-            format!("{tool} finished {decision} {outcome}"),
-        ]
-    };
-    let mut expected = Vec::new();
-    for _ in 0..2 {
-        expected.extend(pair("echo", "allow", "completed"));
-    }
-    for _ in 0..2 {
-        expected.extend(pair("note", "deny", "refused"));
-    }
-    expected.extend(pair("echo", "allow", "completed"));
-    expected.extend(pair("note", "deny", "refused"));
     assert_eq!(shapes, expected);
     stop.cancel();
     let _ = tokio::time::timeout(BOUND, served.served).await;
@@ -259,6 +296,61 @@ timeout_secs = 300
     );
     // Nothing reached the upstream, then or since.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    stop.cancel();
+    let _ = tokio::time::timeout(BOUND, served.served).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_still_running_when_the_sessions_end_is_answered_500_and_logged() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let stop = CancellationToken::new();
+    let rules = r#"
+[[rule]]
+action = "require_approval"
+tool = "note"
+timeout_secs = 300
+"#;
+    let (served, calls, log) = gateway("stateless-sessions-end", rules, &stop).await;
+    let http = reqwest::Client::new();
+    let address = served.address;
+    let client =
+        tokio::spawn(
+            async move { call(&http, address, "up__note", json!({"text": "x"}), false).await },
+        );
+    let decided = log_lines(&log, 1).await;
+    assert_eq!(decided[0]["decision"], "require_approval", "{decided:?}");
+    // As rmcp answers a request its service stopped before it answered:
+    // 500, not a status that invites a resend.
+    served.gateway.end_sessions();
+    let answer = tokio::time::timeout(BOUND, client).await.unwrap().unwrap();
+    assert_eq!(answer.status, 500, "{answer:?}");
+    assert!(
+        answer
+            .body
+            .as_str()
+            .is_some_and(|text| text.contains("it may have run")),
+        "{answer:?}"
+    );
+    let entries = log_lines(&log, 3).await;
+    let phases: Vec<String> = entries
+        .iter()
+        .map(|entry| {
+            format!(
+                "{}:{}",
+                entry["phase"].as_str().unwrap(),
+                entry["decision"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "decided:require_approval",
+            "decided:abandoned",
+            "finished:abandoned"
+        ]
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     stop.cancel();
     let _ = tokio::time::timeout(BOUND, served.served).await;

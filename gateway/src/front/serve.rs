@@ -66,7 +66,10 @@ pub async fn serve_stdio(
 /// a foreign `Origin`, 404, 400 and 413), then rmcp's streamable HTTP
 /// service, which checks `Host` against loopback names and `bound`, the
 /// address the application listens on (DNS rebinding; streamable HTTP
-/// transport, "Security Warning"). With `[auth]` it also serves the
+/// transport, "Security Warning"). A stateless 2026-07-28 `tools/call`
+/// that passes every one of rmcp's checks is answered by the gateway
+/// itself, as rmcp would answer it, without rmcp's per-request server; every
+/// other request goes to rmcp. With `[auth]` it also serves the
 /// Protected Resource Metadata (RFC 9728) with `GET` at
 /// `/.well-known/oauth-protected-resource` and, for an audience with a
 /// path (`https://host/mcp`), at that path after it

@@ -2,11 +2,14 @@
 //! steps in the connection's own task: the request a gateway serves most
 //! often, taken from rmcp's per-request server, which for each such
 //! request starts a service loop and a handler task and passes the answer
-//! through two channels (on two cores, about a fifth of the gateway's CPU
-//! time at 64 connections, and two task wake-ups a call).
+//! through two channels (about a fifth of the gateway's CPU time at 64
+//! connections on two cores, by a profile).
 //!
 //! Only a request every one of whose checks rmcp 3.11 would pass is taken,
-//! and its answer is the one rmcp would give, byte for byte: what
+//! and its answer is the one rmcp would give, byte for byte (but for a
+//! call still running when the gateway stops: rmcp's status, 500, with
+//! words that say the call may have run instead of rmcp's "no response
+//! message received from handler"): what
 //! [`admit`] lets through is read the way rmcp's `StreamableHttpService`
 //! and `ServerHandler::handle_request` read it, and anything else (another
 //! method or revision, a session, a `Host` rmcp does not allow, a header
@@ -304,23 +307,24 @@ async fn answer(
     let answer = tokio::select! {
         answer = running => answer,
         () = shared.stopping.cancelled() => {
-            // rmcp's stateless request has no answer once the service
-            // stops; the call, told to stop, finishes on its own.
+            // As rmcp answers a stateless request its service stopped
+            // before it was answered: 500, a status that invites no resend
+            // (the call may have gone on), with words of the gateway's own
+            // instead of rmcp's. The call, told to stop, finishes on its
+            // own and logs how it ended.
             return Ok(plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Service Unavailable: the gateway is stopping",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: the gateway stopped before the call was answered; \
+                 it may have run",
             ));
         }
     };
     let message = match answer {
         Ok(result) => ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id),
-        Err(mut error) => {
-            // As rmcp's handler answers a 2026-07-28 request.
-            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
-            }
-            ServerJsonRpcMessage::error(error, Some(id))
-        }
+        // As it is: rmcp's handler returns a `tools/call` error before it
+        // maps any code (its RESOURCE_NOT_FOUND to INVALID_PARAMS is for
+        // the other methods).
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
     };
     let status = status(&message);
     Ok(match serde_json::to_vec(&message) {

@@ -35,8 +35,9 @@ pub const BOUND: Duration = Duration::from_secs(30);
 
 /// The upstream: a read-only tool `echo` that answers with its `text`
 /// argument and, with `note`, a write `note` (not read-only, not
-/// idempotent) that answers `noted: TEXT`; `calls` counts the calls it
-/// ran.
+/// idempotent) that answers `noted: TEXT`; either answers a `text` of
+/// `error CODE` with a JSON-RPC error of that code. `calls` counts the
+/// calls it ran.
 #[derive(Clone)]
 pub struct Echo {
     pub calls: Arc<AtomicUsize>,
@@ -95,6 +96,18 @@ impl ServerHandler for Echo {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        // `error CODE`: a JSON-RPC error with that code, as a server may
+        // answer.
+        if let Some(code) = text
+            .strip_prefix("error ")
+            .and_then(|code| code.parse().ok())
+        {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(code),
+                format!("upstream error {code}"),
+                None,
+            ));
+        }
         let text = match request.name.as_ref() {
             "note" => format!("noted: {text}"),
             _ => text,
