@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime};
 
 use mcp_hints::client::{CallError, Outcome as CallOutcome, ToolCall};
 use mcp_hints_core::{escape, name};
-use rmcp::model::RequestMetaObject;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, MetaObject, ResultType,
+    CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, MetaObject, RequestMetaObject,
+    ResultType,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
