@@ -243,8 +243,19 @@ tool = "note"
     let _ = tokio::time::timeout(BOUND, served.served).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_call_whose_client_goes_away_is_abandoned_and_never_forwarded() {
+/// A call of `note` parked for an approver (a rule requires one), sent
+/// stateless from a task of its own: the gateway, the upstream's call
+/// count, the log, the client's task (its answer) and the token that
+/// stops them; once the call's `decided` entry is written.
+struct Parked {
+    served: support::Served,
+    calls: Arc<AtomicUsize>,
+    log: std::path::PathBuf,
+    client: tokio::task::JoinHandle<Answer>,
+    stop: CancellationToken,
+}
+
+async fn parked(name: &str) -> Parked {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let stop = CancellationToken::new();
     let rules = r#"
@@ -253,7 +264,7 @@ action = "require_approval"
 tool = "note"
 timeout_secs = 300
 "#;
-    let (served, calls, log) = gateway("stateless-abandoned", rules, &stop).await;
+    let (served, calls, log) = gateway(name, rules, &stop).await;
     let http = reqwest::Client::new();
     let address = served.address;
     let client =
@@ -263,67 +274,67 @@ timeout_secs = 300
     // Parked: its `decided` entry is written before it waits.
     let decided = log_lines(&log, 1).await;
     assert_eq!(decided[0]["decision"], "require_approval", "{decided:?}");
+    Parked {
+        served,
+        calls,
+        log,
+        client,
+        stop,
+    }
+}
+
+impl Parked {
+    /// The call was abandoned, logged so, and never forwarded; then the
+    /// gateway stops.
+    async fn assert_abandoned(self) {
+        let entries = log_lines(&self.log, 3).await;
+        let shapes: Vec<String> = entries
+            .iter()
+            .map(|entry| {
+                format!(
+                    "{}:{}",
+                    entry["phase"].as_str().unwrap(),
+                    entry["decision"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                "decided:require_approval",
+                "decided:abandoned",
+                "finished:abandoned"
+            ]
+        );
+        let pending = self.served.gateway.approvals().pending().await.unwrap();
+        assert!(pending.is_empty(), "still parked");
+        // Nothing reached the upstream, then or since.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(self.calls.load(Ordering::SeqCst), 0);
+        self.stop.cancel();
+        let _ = tokio::time::timeout(BOUND, self.served.served).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_call_whose_client_goes_away_is_abandoned_and_never_forwarded() {
+    let mut parked = parked("stateless-abandoned").await;
     // The client goes away: its connection closes with the request.
-    client.abort();
-    let _ = client.await;
-    let entries = log_lines(&log, 3).await;
-    let shapes: Vec<String> = entries
-        .iter()
-        .map(|entry| {
-            format!(
-                "{}:{}",
-                entry["phase"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap()
-            )
-        })
-        .collect();
-    assert_eq!(
-        shapes,
-        [
-            "decided:require_approval",
-            "decided:abandoned",
-            "finished:abandoned"
-        ]
-    );
-    assert!(
-        served
-            .gateway
-            .approvals()
-            .pending()
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    // Nothing reached the upstream, then or since.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 0);
-    stop.cancel();
-    let _ = tokio::time::timeout(BOUND, served.served).await;
+    parked.client.abort();
+    assert!((&mut parked.client).await.unwrap_err().is_cancelled());
+    parked.assert_abandoned().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_still_running_when_the_sessions_end_is_answered_500_and_logged() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let stop = CancellationToken::new();
-    let rules = r#"
-[[rule]]
-action = "require_approval"
-tool = "note"
-timeout_secs = 300
-"#;
-    let (served, calls, log) = gateway("stateless-sessions-end", rules, &stop).await;
-    let http = reqwest::Client::new();
-    let address = served.address;
-    let client =
-        tokio::spawn(
-            async move { call(&http, address, "up__note", json!({"text": "x"}), false).await },
-        );
-    let decided = log_lines(&log, 1).await;
-    assert_eq!(decided[0]["decision"], "require_approval", "{decided:?}");
+    let mut parked = parked("stateless-sessions-end").await;
     // As rmcp answers a request its service stopped before it answered:
     // 500, not a status that invites a resend.
-    served.gateway.end_sessions();
-    let answer = tokio::time::timeout(BOUND, client).await.unwrap().unwrap();
+    parked.served.gateway.end_sessions();
+    let answer = tokio::time::timeout(BOUND, &mut parked.client)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(answer.status, 500, "{answer:?}");
     assert!(
         answer
@@ -332,26 +343,5 @@ timeout_secs = 300
             .is_some_and(|text| text.contains("it may have run")),
         "{answer:?}"
     );
-    let entries = log_lines(&log, 3).await;
-    let phases: Vec<String> = entries
-        .iter()
-        .map(|entry| {
-            format!(
-                "{}:{}",
-                entry["phase"].as_str().unwrap(),
-                entry["decision"].as_str().unwrap()
-            )
-        })
-        .collect();
-    assert_eq!(
-        phases,
-        [
-            "decided:require_approval",
-            "decided:abandoned",
-            "finished:abandoned"
-        ]
-    );
-    assert_eq!(calls.load(Ordering::SeqCst), 0);
-    stop.cancel();
-    let _ = tokio::time::timeout(BOUND, served.served).await;
+    parked.assert_abandoned().await;
 }
