@@ -163,6 +163,53 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
     }
 }
 
+/// A key that takes a table of names to values (`env`, `headers`): a TOML
+/// table, whose message for anything else says so in words (`invalid
+/// type: sequence, expected a table of names to values, as { NAME =
+/// "value" }`) rather than serde's "a map". It reads as the `BTreeMap` it
+/// holds; a name given twice is TOML's error before it is ours.
+#[derive(Debug)]
+pub(super) struct Table<V>(pub(super) BTreeMap<String, V>);
+
+impl<V> Default for Table<V> {
+    fn default() -> Table<V> {
+        Table(BTreeMap::new())
+    }
+}
+
+impl<V> IntoIterator for Table<V> {
+    type Item = (String, V);
+    type IntoIter = std::collections::btree_map::IntoIter<String, V>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Table<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<V>(PhantomData<V>);
+
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
+            type Value = Table<V>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a table of names to values, as { NAME = "value" }"#)
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Table<V>, A::Error> {
+                let mut entries = BTreeMap::new();
+                while let Some((name, value)) = map.next_entry()? {
+                    entries.insert(name, value);
+                }
+                Ok(Table(entries))
+            }
+        }
+
+        deserializer.deserialize_map(Entries(PhantomData))
+    }
+}
+
 /// A `*_secs` key: 1 s to [`defaults::MAX_SECS`].
 pub(super) struct Seconds;
 
@@ -370,8 +417,8 @@ pub(super) struct RawUpstream {
     pub(super) name: Spanned<String>,
     pub(super) command: Option<Spanned<List<Spanned<String>>>>,
     pub(super) url: Option<Spanned<String>>,
-    pub(super) env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
-    pub(super) headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    pub(super) env: Option<Spanned<Table<Spanned<String>>>>,
+    pub(super) headers: Option<Spanned<Table<Spanned<String>>>>,
     #[serde(default)]
     pub(super) trusted: bool,
     pub(super) call_timeout_secs: Option<Spanned<Whole<u64, Seconds>>>,

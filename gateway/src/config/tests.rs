@@ -1778,6 +1778,26 @@ fn redact_tool_globs_that_match_no_tool_are_warned_of() {
 }
 
 #[test]
+fn a_table_key_given_anything_else_says_it_takes_a_table() {
+    let table = r#"expected a table of names to values, as { NAME = "value" }"#;
+    for (text, key) in [
+        (
+            format!("{LOG}[[upstream]]\nname = \"n\"\ncommand = [\"notes\"]\nenv = [\"A=1\"]\n"),
+            "upstream[0].env: invalid type: sequence",
+        ),
+        (
+            format!(
+                "{LOG}[[upstream]]\nname = \"n\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = \"x\"\n"
+            ),
+            "upstream[0].headers: invalid type: string \"x\"",
+        ),
+    ] {
+        let problem = problem(&text);
+        assert!(problem.contains(&format!("{key}, {table}")), "{problem}");
+    }
+}
+
+#[test]
 fn a_list_key_given_one_value_says_it_takes_a_list_in_brackets() {
     let list = r#"expected a list in brackets, as ["a", "b"]"#;
     for (text, key) in [

@@ -17,7 +17,7 @@ use toml::de::{DeTable, DeValue};
 use super::raw::{
     List, RawAction, RawAdmin, RawApproval, RawAssert, RawAuth, RawClient, RawCount, RawGateway,
     RawListen, RawLock, RawLog, RawPolicy, RawRedact, RawRedactAction, RawRedaction, RawRule,
-    RawSession, RawState, RawUpstream, Seconds, Whole,
+    RawSession, RawState, RawUpstream, Seconds, Table, Whole,
 };
 use super::span::{element_span, find_key, name_span, position};
 use super::{
@@ -1175,7 +1175,7 @@ impl Reader<'_> {
         &mut self,
         path: &str,
         command: Spanned<List<Spanned<String>>>,
-        env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+        env: Option<Spanned<Table<Spanned<String>>>>,
     ) -> Option<UpstreamTransport> {
         let span = command.span();
         let mut words = command.into_inner().into_iter().map(Spanned::into_inner);
@@ -1234,7 +1234,7 @@ impl Reader<'_> {
         &mut self,
         path: &str,
         url: Spanned<String>,
-        headers: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+        headers: Option<Spanned<Table<Spanned<String>>>>,
     ) -> Option<UpstreamTransport> {
         let mut ok = true;
         match reqwest::Url::parse(url.get_ref()) {
