@@ -16,7 +16,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use support::{BOUND, Echo, log_lines, scratch_dir, serve_upstream};
+use support::{BOUND, Echo, alice_config, log_lines, scratch_dir, serve_upstream};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "mounted-test-token";
@@ -52,25 +52,7 @@ async fn mount(name: &str, note: bool, extra: &str) -> Mounted {
     let dir = scratch_dir(name);
     let log = dir.join("audit.jsonl");
     let config_path = dir.join("gateway.toml");
-    let text = format!(
-        r#"
-[listen]
-http = "127.0.0.1:0"
-
-[[client]]
-principal = "alice"
-token = "{TOKEN}"
-
-[log]
-path = {log:?}
-
-[[upstream]]
-name = "up"
-url = "{upstream_url}"
-trusted = true
-{extra}
-"#
-    );
+    let text = alice_config(TOKEN, &log, &upstream_url, extra);
     std::fs::write(&config_path, &text).unwrap();
     let config = mcp_hints_gateway::config::load(&config_path).unwrap();
     let gateway = Gateway::builder(config).start().await.unwrap();

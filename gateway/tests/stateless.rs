@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{BOUND, Echo, log_lines, scratch_dir, serve_gateway, serve_upstream};
+use support::{BOUND, Echo, alice_config, log_lines, scratch_dir, serve_gateway, serve_upstream};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "stateless-test-token";
@@ -35,25 +35,7 @@ async fn gateway(
     let url = serve_upstream(upstream, stop.clone()).await;
     let dir = scratch_dir(name);
     let log = dir.join("audit.jsonl");
-    let text = format!(
-        r#"
-[listen]
-http = "127.0.0.1:0"
-
-[[client]]
-principal = "alice"
-token = "{TOKEN}"
-
-[log]
-path = {log:?}
-
-[[upstream]]
-name = "up"
-url = "{url}"
-trusted = true
-{rules}
-"#
-    );
+    let text = alice_config(TOKEN, &log, &url, rules);
     (serve_gateway(&dir, name, &text, stop).await, calls, log)
 }
 
@@ -329,7 +311,8 @@ async fn a_parked_call_whose_client_goes_away_is_abandoned_and_never_forwarded()
 async fn a_call_still_running_when_the_sessions_end_is_answered_500_and_logged() {
     let mut parked = parked("stateless-sessions-end").await;
     // As rmcp answers a request its service stopped before it answered:
-    // 500, not a status that invites a resend.
+    // 500, not a status that invites a resend; in words of the gateway's
+    // own, which also show that it answered the call itself.
     parked.served.gateway.end_sessions();
     let answer = tokio::time::timeout(BOUND, &mut parked.client)
         .await

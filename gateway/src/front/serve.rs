@@ -109,7 +109,8 @@ pub fn router(gateway: Arc<Gateway>, bound: SocketAddr) -> Result<axum::Router, 
     config.json_response = true;
     config.cancellation_token = gateway.sessions_end.child_token();
     let sessions = Arc::new(LocalSessionManager::default());
-    let guard = guard.sessions(sessions.clone());
+    // The guard hands its parsed message on to the stateless calls.
+    let guard = guard.sessions(sessions.clone()).pass_message(true);
     let front = Front::http(gateway.clone());
     let hosts = config.allowed_hosts.clone();
     let stopping = config.cancellation_token.clone();

@@ -139,6 +139,31 @@ pub async fn serve_upstream(upstream: Echo, stop: CancellationToken) -> String {
     format!("http://{address}/mcp")
 }
 
+/// A gateway config for these tests: HTTP on a free loopback port, one
+/// client `alice` with `token`, the audit log at `log`, the trusted HTTP
+/// upstream `up` at `url`, and `extra` (rules, tables) after it.
+pub fn alice_config(token: &str, log: &Path, url: &str, extra: &str) -> String {
+    format!(
+        r#"
+[listen]
+http = "127.0.0.1:0"
+
+[[client]]
+principal = "alice"
+token = "{token}"
+
+[log]
+path = {log:?}
+
+[[upstream]]
+name = "up"
+url = "{url}"
+trusted = true
+{extra}
+"#
+    )
+}
+
 /// A directory of its own under the target directory's scratch space
 /// (cargo's `CARGO_TARGET_TMPDIR`), so that what a test leaves behind goes
 /// with the build, not into the system's temporary directory.

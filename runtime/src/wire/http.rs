@@ -28,7 +28,8 @@ pub type GuardedBody<B> = Either<Full<Bytes>, B>;
 pub type GuardResponseBody<B> = Either<Full<Bytes>, B>;
 
 /// The message of a POST body that [`HttpGuard`] checked, as rmcp reads
-/// it, in the request's extensions for the service behind the guard: a
+/// it, in the request's extensions for the service behind the guard (with
+/// [`HttpGuard::pass_message`]): a
 /// service that answers some requests itself takes it with
 /// `request.extensions_mut().remove::<CheckedMessage>()` instead of
 /// parsing the body again. The body is passed on as well, unchanged, for
@@ -74,10 +75,11 @@ const SESSIONLESS_REVISION: &str = "2026-07-28";
 /// `text/event-stream`, neither weighted `q=0`, read exactly as rmcp reads
 /// them (a `,` or `;` inside a quoted string splits nothing); any other goes
 /// to rmcp untouched (which answers 415 or 406).
-/// Everything else, the `Host` check included, is rmcp's. A POST whose
-/// body passes goes on with the message the guard read in its extensions
-/// ([`CheckedMessage`]), so that a service between the guard and rmcp
-/// that answers some requests itself need not parse the body again.
+/// Everything else, the `Host` check included, is rmcp's. With
+/// [`pass_message`](Self::pass_message), a POST whose body passes goes on
+/// with the message the guard read in its extensions ([`CheckedMessage`]),
+/// so that a service between the guard and rmcp that answers some
+/// requests itself need not parse the body again.
 ///
 /// Sources: MCP basic/transports (2025-06-18, 2025-11-25) and
 /// basic/transports/streamable-http (2026-07-28): "If the `Origin` header is
@@ -135,6 +137,8 @@ pub struct HttpGuard {
     origins: Vec<Origin>,
     max_body_bytes: usize,
     sessions: Option<SessionProbe>,
+    /// Whether a checked POST goes on with its [`CheckedMessage`].
+    pass_message: bool,
 }
 
 impl fmt::Debug for HttpGuard {
@@ -143,6 +147,7 @@ impl fmt::Debug for HttpGuard {
             .field("origins", &self.origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("sessions", &self.sessions.is_some())
+            .field("pass_message", &self.pass_message)
             .finish()
     }
 }
@@ -181,6 +186,7 @@ impl HttpGuard {
             origins,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             sessions: None,
+            pass_message: false,
         }
     }
 
@@ -227,6 +233,17 @@ impl HttpGuard {
                     .map_err(|error| error.to_string())
             })
         }));
+        self
+    }
+
+    /// Passes the message of each POST body the guard checked on in the
+    /// request's extensions ([`CheckedMessage`]), for a service between the
+    /// guard and rmcp that answers some requests itself without parsing the
+    /// body again. Off by default: rmcp reads the body, and a message kept
+    /// beside it would hold a second copy of each request for as long as
+    /// its handler runs.
+    pub fn pass_message(mut self, pass: bool) -> Self {
+        self.pass_message = pass;
         self
     }
 
@@ -415,7 +432,9 @@ impl HttpGuard {
             Ok(message) => message,
             Err(response) => return own(*response),
         };
-        parts.extensions.insert(CheckedMessage(Arc::new(message)));
+        if self.pass_message {
+            parts.extensions.insert(CheckedMessage(Arc::new(message)));
+        }
         if parts.headers.contains_key(CONTENT_LENGTH) {
             parts
                 .headers
@@ -975,9 +994,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_that_passes_goes_on_with_the_message_the_guard_read() {
+    async fn a_body_that_passes_goes_on_with_the_message_the_guard_read_when_asked() {
         let keep = Keep::default();
-        let mut guarded = loopback().service(keep.clone());
+        let mut guarded = loopback().pass_message(true).service(keep.clone());
         let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
         let both = [b"application/json, text/event-stream".to_vec()];
         // With a leading byte order mark, which neither gets.
@@ -996,5 +1015,12 @@ mod tests {
         let _ = answer(&mut guarded, unread).await;
         let (message, _) = keep.0.lock().unwrap().take().expect("passed on");
         assert!(message.is_none());
+        // Without `pass_message`, none either.
+        let mut plain = loopback().service(keep.clone());
+        let request = post_with(Some(b"application/json"), &both, body);
+        let _ = answer(&mut plain, request).await;
+        let (message, passed) = keep.0.lock().unwrap().take().expect("passed on");
+        assert!(message.is_none());
+        assert_eq!(passed, body.as_bytes());
     }
 }
