@@ -88,25 +88,10 @@ impl Stage {
         let url = support::serve_upstream(upstream, stop.clone()).await;
         let dir = scratch_dir(name);
         let log = dir.join("audit.jsonl");
-        let config = format!(
+        let rules = format!(
             r#"
-[listen]
-http = "127.0.0.1:0"
-
 [admin]
 token = "{ADMIN}"
-
-[[client]]
-principal = "alice"
-token = "{ALICE}"
-
-[log]
-path = {log:?}
-
-[[upstream]]
-name = "up"
-url = "{url}"
-trusted = true
 
 [[assert]]
 upstream = "up"
@@ -119,6 +104,7 @@ tool = "note"
 timeout_secs = 300
 {extra}"#
         );
+        let config = support::alice_config(ALICE, &log, &url, &rules);
         let served = serve_gateway_with_env(&dir, name, &config, env, &stop).await;
         serve_admin(served.gateway.clone(), admin).await.unwrap();
         Stage {

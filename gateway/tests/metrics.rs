@@ -73,29 +73,14 @@ async fn scrape_until(admin: SocketAddr, series: &str, value: f64) -> String {
 /// calls a minute (rule 1), and bob's `echo` parked for an approver (rule
 /// 2); then `extra`.
 fn config(log: &std::path::Path, url: &str, extra: &str) -> String {
-    format!(
+    let rules = format!(
         r#"
-[listen]
-http = "127.0.0.1:0"
-
 [admin]
 token = "{ADMIN}"
 
 [[client]]
-principal = "alice"
-token = "{ALICE}"
-
-[[client]]
 principal = "bob"
 token = "{BOB}"
-
-[log]
-path = {log:?}
-
-[[upstream]]
-name = "up"
-url = "{url}"
-trusted = true
 
 [[rule]]
 action = "deny"
@@ -113,7 +98,8 @@ tool = "echo"
 principal = "bob"
 timeout_secs = 60
 {extra}"#
-    )
+    );
+    support::alice_config(ALICE, log, url, &rules)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
