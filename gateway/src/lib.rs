@@ -5,7 +5,10 @@
 //! Every `tools/call` goes, in order, each a named step of [`front`]'s
 //! call path: name split (*resolve*), drift check (*drift*), policy
 //! decision (*decide*), audit entry (*record*: written and synced before
-//! anything is forwarded; a log that cannot be written refuses the call),
+//! anything is forwarded; a log that cannot be written refuses the call;
+//! for a read-only tool of a trusted upstream, which changes nothing,
+//! written before and synced while it runs, its answer held until the
+//! entry is on disk),
 //! approval if a rule asks for one (*park*, its end logged however it
 //! ends), the call through the replay-safe client (*forward*), its result
 //! through the `[[redact]]` rules (*check*: masked, or withheld), and a

@@ -6,7 +6,12 @@
 //! Durability is the point: a call's `decided` entry is on disk
 //! (`File::sync_data`, [`Durability::Synced`]) before the call goes on, and
 //! an entry that cannot be written is an error the caller turns into a
-//! refused call, so a decision is never taken without its record. Its
+//! refused call, so a decision is never taken without its record. A call
+//! that cannot change anything (a read-only tool of a trusted upstream)
+//! goes on once its entry is written, while the sync thread syncs it
+//! ([`AuditLog::record_syncing`]), and its answer goes back only once the
+//! entry is on disk: nothing changed that a crash could leave unrecorded,
+//! and no answer ever goes back without its record. Its
 //! `finished` entry is written before the answer goes back
 //! ([`Durability::Written`]) and synced soon after, with the next call's
 //! sync or at most [`IDLE_SYNC`] later: the call already ran, and waiting
@@ -144,7 +149,8 @@ entry_word! {
     /// Which of a call's entries an [`Entry`] is.
     Phase {
         /// Written (and synced) before the call goes upstream or is
-        /// refused.
+        /// refused; for a call that changes nothing, written before and
+        /// synced before its answer goes back.
         Decided = "decided",
         /// Written after, with the outcome.
         Finished = "finished",
@@ -452,7 +458,9 @@ pub enum ReadError {
 /// How durable a line must be before [`AuditLog::record`] returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// On disk (`fdatasync`): a `decided` entry, before its call goes on.
+    /// On disk (`fdatasync`): a `decided` entry, before its call goes on
+    /// (or, for a call that changes nothing, before its answer goes back:
+    /// [`AuditLog::record_syncing`]).
     Synced,
     /// Written to the file (the kernel has it, so a crash of the gateway
     /// cannot lose it), and synced with the next synced line or at most
@@ -534,6 +542,31 @@ pub struct CallInFlight {
 impl Drop for CallInFlight {
     fn drop(&mut self) {
         self.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A line's sync, asked of the sync thread by
+/// [`AuditLog::record_syncing`] and not yet waited for.
+#[derive(Debug)]
+#[must_use = "the line is on disk only once `synced` has returned Ok"]
+pub struct Syncing {
+    answer: tokio::sync::oneshot::Receiver<Result<(), LogError>>,
+    inner: Arc<Inner>,
+}
+
+impl Syncing {
+    /// Waits until the line is on disk.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] (action `sync it to disk`) when the sync failed or the
+    /// sync thread stopped before it: withhold the answer of the call the
+    /// line records.
+    pub async fn synced(self) -> Result<(), LogError> {
+        let Syncing { answer, inner } = self;
+        answer
+            .await
+            .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?
     }
 }
 
@@ -854,29 +887,7 @@ impl AuditLog {
     /// parseable. On an error, refuse the call.
     pub async fn record(&self, entry: &Entry, durability: Durability) -> Result<(), LogError> {
         let inner = &self.inner;
-        // `seq` and `prev` are the chain's, set under the lock.
-        let unlinked;
-        let entry = if entry.seq.is_some() || entry.prev.is_some() {
-            unlinked = Entry {
-                seq: None,
-                prev: None,
-                ..entry.clone()
-            };
-            &unlinked
-        } else {
-            entry
-        };
-        let body = serde_json::to_vec(entry)
-            .map_err(|source| inner.error("serialise the entry", source.into()))?;
-        let upto = inner.append(&body)?;
-        if entry.phase == Phase::Decided {
-            // Counted once the line is in the file: the counter agrees
-            // with the log's `decided` entries, a sync that fails after
-            // this included.
-            inner
-                .metrics
-                .decision(entry.rule.as_deref(), entry.decision);
-        }
+        let upto = inner.write(entry)?;
         let gone = || inner.error("sync it to disk", sync_thread_gone());
         match durability {
             Durability::Written => {
@@ -906,6 +917,36 @@ impl AuditLog {
                 answer.await.map_err(|_| gone())?
             }
         }
+    }
+
+    /// Appends `entry` as one line, as [`record`](Self::record) does, and
+    /// hands its sync to the sync thread without waiting for it: the
+    /// [`Syncing`] returned is awaited for it. For a `decided` entry whose
+    /// call changes nothing (a read-only tool on a trusted upstream), so
+    /// that the disk's sync runs beside the upstream's work instead of
+    /// before it: the line is in the kernel before the call goes on (a
+    /// crash of the gateway cannot lose it) and on disk before its answer
+    /// goes back. Always handed off, even for a call running alone
+    /// ([`call_started`](Self::call_started)): syncing on the caller's
+    /// thread would hold the call back until the disk is done.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`] when the line cannot be written (as for `record`), or
+    /// the sync thread has stopped; the sync's own failure is
+    /// [`Syncing::synced`]'s.
+    pub fn record_syncing(&self, entry: &Entry) -> Result<Syncing, LogError> {
+        let inner = &self.inner;
+        let upto = inner.write(entry)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        inner
+            .syncs
+            .send(SyncRequest::Sync { upto, reply })
+            .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?;
+        Ok(Syncing {
+            answer,
+            inner: self.inner.clone(),
+        })
     }
 
     /// Says that a call has started whose entries this log records, until
@@ -988,6 +1029,33 @@ fn identity(_metadata: &std::fs::Metadata) -> (u64, u64) {
 }
 
 impl Inner {
+    /// Appends `entry` (its `seq` and `prev` set here, under the lock) and
+    /// counts a `decided` one in the metrics; how many lines are written
+    /// now, this one included.
+    fn write(&self, entry: &Entry) -> Result<u64, LogError> {
+        let unlinked;
+        let entry = if entry.seq.is_some() || entry.prev.is_some() {
+            unlinked = Entry {
+                seq: None,
+                prev: None,
+                ..entry.clone()
+            };
+            &unlinked
+        } else {
+            entry
+        };
+        let body = serde_json::to_vec(entry)
+            .map_err(|source| self.error("serialise the entry", source.into()))?;
+        let upto = self.append(&body)?;
+        if entry.phase == Phase::Decided {
+            // Counted once the line is in the file: the counter agrees
+            // with the log's `decided` entries, a sync that fails after
+            // this included.
+            self.metrics.decision(entry.rule.as_deref(), entry.decision);
+        }
+        Ok(upto)
+    }
+
     /// Syncs every line written so far, on this thread, timed in the
     /// metrics and its outcome noted in the log's health.
     fn sync(&self) -> Result<(), LogError> {
@@ -1358,7 +1426,11 @@ fn ends_torn(path: &Path, length: u64) -> std::io::Result<bool> {
 
 /// `error` again, for each caller of a batch that shares it.
 fn copy(error: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(error.kind(), error.to_string())
+    // The OS's code kept, so that each waiter can tell ENOSPC from EIO.
+    match error.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(error.kind(), error.to_string()),
+    }
 }
 
 /// The error for a log whose directory does not exist, naming that
@@ -1877,6 +1949,38 @@ mod tests {
             assert_eq!(written, 2 * u64::from(n) + 2);
             assert!(synced >= written, "{synced} of {written} lines synced");
         }
+    }
+
+    #[tokio::test]
+    async fn a_line_syncing_beside_its_call_is_written_at_once_and_synced_by_the_thread() {
+        let scratch = Scratch::new("syncing");
+        let path = scratch.0.join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        // Alone, and still handed off: the call goes on while it syncs.
+        let _alone = log.call_started();
+        let syncing = log
+            .record_syncing(&entry(1, "alice", "t", "allow", &now()))
+            .unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(written.lines().count(), 1, "{written}");
+        assert!(written.contains(r#""phase":"decided""#), "{written}");
+        syncing.synced().await.unwrap();
+        assert!(log.inner.synced.load(Ordering::SeqCst) >= 1);
+        assert_eq!(log.inner.own_syncs.load(Ordering::SeqCst), 0);
+        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 1);
+    }
+
+    #[tokio::test]
+    async fn a_sync_that_fails_beside_its_call_is_the_waiters_error() {
+        // /dev/null takes every write and refuses every sync (EINVAL).
+        let log = AuditLog::open(Path::new("/dev/null")).unwrap();
+        let syncing = log
+            .record_syncing(&entry(1, "alice", "t", "allow", &now()))
+            .unwrap();
+        let error = syncing.synced().await.unwrap_err();
+        assert_eq!(error.action, "sync it to disk", "{error}");
+        assert_eq!(error.error.raw_os_error(), Some(22), "{error}");
+        assert!(log.inner.appender.lock().unwrap().health.sync_failing);
     }
 
     #[test]

@@ -139,6 +139,26 @@ struct Call {
     scopes: Arc<[String]>,
 }
 
+impl Call {
+    /// Whether the call cannot change the world, so that its `decided`
+    /// entry may be synced while it runs instead of before
+    /// ([`Front::record_syncing`]): its tool is read-only, as a trusted
+    /// upstream declared or the operator asserted (`[[assert]]`). An
+    /// untrusted upstream's `readOnlyHint` is only a hint (the spec's
+    /// `ToolAnnotations`), so its calls are synced first, as writes are.
+    fn changes_nothing(&self) -> bool {
+        let (read_only, provenance) = self.listed.hints.get(mcp_hints::Hint::ReadOnly);
+        read_only
+            && match provenance {
+                mcp_hints::Provenance::Asserted => true,
+                mcp_hints::Provenance::Declared => self.listed.upstream.trusted(),
+                // Defaulted (false, never read-only), and any source a
+                // later version adds: synced first.
+                _ => false,
+            }
+    }
+}
+
 /// The policy's verdict on a call, with the audit log's words for it.
 struct Decided {
     verdict: Verdict,
@@ -217,6 +237,14 @@ impl Front {
             Box::pin(self.drift(&call, context)).await?;
         }
         let decided = self.decide(&call).await;
+        if matches!(decided.verdict, Verdict::Allow { .. }) && call.changes_nothing() {
+            // Its sync runs beside the upstream's work; the answer waits
+            // for it in `forward`.
+            let syncing = self.record_syncing(&call, &decided)?;
+            return Ok(self
+                .forward(call, decided.decision, decided.rule, Some(syncing))
+                .await);
+        }
         self.record(&call, &decided).await?;
         let decision = match decided.verdict {
             Verdict::Allow { .. } => decided.decision,
@@ -231,7 +259,7 @@ impl Front {
                 Box::pin(self.approval(&call, &decided, rule, timeout, on_expiry, context)).await?
             }
         };
-        Ok(self.forward(call, decision, decided.rule).await)
+        Ok(self.forward(call, decision, decided.rule, None).await)
     }
 
     /// Resolve: the namespaced name to a served tool and the call's record
@@ -589,19 +617,23 @@ impl Front {
     /// goes on. Guarantees no entry, no call: a log that cannot be written
     /// ends the call refused, with nothing forwarded.
     async fn record(&self, call: &Call, decided: &Decided) -> Step<()> {
-        let mut entry = call.record.entry(
-            Phase::Decided,
-            decided.decision,
-            decided.rule.clone(),
-            None,
-            None,
-        );
-        entry.degraded.clone_from(&decided.degraded);
-        entry.earlier.clone_from(&decided.earlier);
         self.gateway
-            .record(&entry)
+            .record(&decided_entry(call, decided))
             .await
             .map_err(|error| end(log_failed(&error)))
+    }
+
+    /// Record, for an allowed call that changes nothing
+    /// ([`Call::changes_nothing`]): the `decided` entry written before the
+    /// call goes on, its sync asked for now and waited for before the
+    /// answer goes back ([`Front::forward`]). Guarantees no entry, no
+    /// call, as [`Front::record`] does, and no answer before its entry is
+    /// on disk.
+    fn record_syncing(&self, call: &Call, decided: &Decided) -> Step<log::Syncing> {
+        self.gateway
+            .log
+            .record_syncing(&decided_entry(call, decided))
+            .map_err(|error| end(log_failed(&Error::Log(error))))
     }
 
     /// The refusal of a call the policy denied or rate-limited, its
@@ -809,7 +841,13 @@ impl Front {
     /// and writes the `finished` entry. Guarantees a lost response that
     /// was not resent comes back as a tool error saying delivery is
     /// unknown, how often the call may have run, and what to read back.
-    async fn forward(&self, call: Call, decision: Decision, rule: Option<String>) -> Answer {
+    async fn forward(
+        &self,
+        call: Call,
+        decision: Decision,
+        rule: Option<String>,
+        syncing: Option<log::Syncing>,
+    ) -> Answer {
         let Call {
             name,
             listed,
@@ -821,6 +859,14 @@ impl Front {
         let client = match upstream.client() {
             Ok(client) => client,
             Err(reason) => {
+                if let Some(syncing) = syncing
+                    && let Err(error) = syncing.synced().await
+                {
+                    let _ = self
+                        .finish(&record, decision, rule, Outcome::Refused, Some(0))
+                        .await;
+                    return Ok(log_failed(&Error::Log(error)));
+                }
                 let _ = self
                     .finish(&record, decision, rule, Outcome::Unavailable, Some(0))
                     .await;
@@ -853,7 +899,16 @@ impl Front {
         self.gateway
             .metrics
             .upstream_call(&upstream.name, measured, elapsed, attempts);
-        let (result, outcome, checked) = self.redact(&name, &listed, result, outcome);
+        let (mut result, mut outcome, checked) = self.redact(&name, &listed, result, outcome);
+        // The `decided` entry is on disk before the answer goes back.
+        let mut unsynced = None;
+        if let Some(syncing) = syncing
+            && let Err(error) = syncing.synced().await
+        {
+            result = Ok(sync_failed(&error));
+            outcome = Outcome::Withheld;
+            unsynced = Some(format!("its decided entry could not be synced: {error}"));
+        }
         if let Some(session) = &record.session {
             // Before the answer goes back: the client's next call must see
             // what this result brought into its context.
@@ -877,7 +932,7 @@ impl Front {
             Some(outcome),
             Some(attempts),
         );
-        finished.withheld = checked.withheld.as_ref().map(Withheld::reason);
+        finished.withheld = unsynced.or_else(|| checked.withheld.as_ref().map(Withheld::reason));
         finished.redacted = (!checked.redacted.is_empty()).then_some(checked.redacted);
         if let Err(error) = self.write_finished(&finished).await {
             let error = error.to_string();
@@ -1201,6 +1256,34 @@ fn approval_reason(rule: Option<&str>, earlier: Option<&[EarlierCall]>) -> Strin
         reason.push_str(&format!(", after {} in this session", calls.join(", ")));
     }
     reason
+}
+
+/// The `decided` entry of `call` as `decided` decided it.
+fn decided_entry(call: &Call, decided: &Decided) -> Entry {
+    let mut entry = call.record.entry(
+        Phase::Decided,
+        decided.decision,
+        decided.rule.clone(),
+        None,
+        None,
+    );
+    entry.degraded.clone_from(&decided.degraded);
+    entry.earlier.clone_from(&decided.earlier);
+    entry
+}
+
+/// The answer of a call that ran (its tool read-only) but whose `decided`
+/// entry could not be synced: no answer goes back without its entry on
+/// disk, so its result is withheld.
+fn sync_failed(error: &log::LogError) -> CallToolResult {
+    refusal(
+        format!(
+            "the gateway's audit log cannot be written ({}); the call ran (its tool is \
+             read-only, so nothing changed) but its answer is withheld",
+            mcp_hints_core::escape::one_line(&error.to_string())
+        ),
+        json!({ "outcome": "withheld", "reason": "audit_log" }),
+    )
 }
 
 /// The refusal of a call whose audit entry could not be written.

@@ -1,0 +1,135 @@
+//! When a call's `decided` entry reaches the disk: before the call goes on
+//! for a call that may change something, and while it runs, but before its
+//! answer goes back, for one that cannot (a read-only tool of a trusted
+//! upstream). The log here is `/dev/null`, which takes every write and
+//! refuses every sync (`EINVAL`), so each call shows which it was: the
+//! upstream runs the read-only call and the gateway withholds its answer;
+//! it never sees the others.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::model::CallToolResult;
+use support::{Echo, alice_config, call, client, scratch_dir, serve_gateway, serve_upstream, text};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "audit-sync-test-token";
+
+/// The gateway's decision under `_meta["mcp-hints/gateway"]`.
+fn detail(result: &CallToolResult) -> serde_json::Value {
+    result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get("mcp-hints/gateway"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
+    let stop = CancellationToken::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve_upstream(
+        Echo {
+            calls: calls.clone(),
+            note: true,
+        },
+        stop.clone(),
+    )
+    .await;
+    // The same server again, untrusted: its `readOnlyHint` is only a hint.
+    let untrusted = format!("[[upstream]]\nname = \"loose\"\nurl = \"{url}\"\ntrusted = false\n");
+    let config = alice_config(TOKEN, Path::new("/dev/null"), &url, &untrusted);
+    let dir = scratch_dir("audit-sync-unsynced");
+    let served = serve_gateway(&dir, "gateway", &config, &stop).await;
+    let client = client(served.address, TOKEN).await;
+
+    let read = call(&client, "up__echo", "hello").await;
+    assert_eq!(read.is_error, Some(true), "{read:?}");
+    assert!(
+        text(&read).contains(
+            "the call ran (its tool is read-only, so nothing changed) but its answer is withheld"
+        ),
+        "{read:?}"
+    );
+    assert!(
+        !text(&read).contains("hello"),
+        "the result went back: {read:?}"
+    );
+    assert_eq!(detail(&read)["reason"], "audit_log", "{read:?}");
+    assert_eq!(detail(&read)["outcome"], "withheld", "{read:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the read-only call ran");
+
+    for tool in ["up__note", "loose__echo"] {
+        let refused = call(&client, tool, "hello").await;
+        assert_eq!(refused.is_error, Some(true), "{tool}: {refused:?}");
+        assert!(
+            text(&refused).contains("so the call was refused and not forwarded"),
+            "{tool}: {refused:?}"
+        );
+        assert_eq!(
+            detail(&refused)["reason"],
+            "audit_log",
+            "{tool}: {refused:?}"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{tool} ran unrecorded");
+    }
+    client.cancel().await.unwrap();
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_changes_nothing_answers_once_its_entries_are_written() {
+    let stop = CancellationToken::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve_upstream(
+        Echo {
+            calls: calls.clone(),
+            note: true,
+        },
+        stop.clone(),
+    )
+    .await;
+    let dir = scratch_dir("audit-sync-synced");
+    let log = dir.join("audit.jsonl");
+    let served = serve_gateway(&dir, "gateway", &alice_config(TOKEN, &log, &url, ""), &stop).await;
+    let client = client(served.address, TOKEN).await;
+    for (tool, answer) in [("up__echo", "hello"), ("up__note", "noted: hello")] {
+        let result = call(&client, tool, "hello").await;
+        assert_eq!(result.is_error, Some(false), "{tool}: {result:?}");
+        assert_eq!(text(&result), answer);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Each call's two entries, in order, a chain that verifies.
+    let lines = support::log_lines(&log, 4).await;
+    let seen: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|entry| {
+            (
+                entry["tool"].as_str().unwrap_or_default(),
+                entry["phase"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("echo", "decided"),
+            ("echo", "finished"),
+            ("note", "decided"),
+            ("note", "finished")
+        ]
+    );
+    assert_eq!(lines[1]["outcome"], "completed", "{}", lines[1]);
+    assert_eq!(
+        mcp_hints_gateway::chain::verify(&log, None)
+            .unwrap()
+            .entries,
+        4
+    );
+    client.cancel().await.unwrap();
+    stop.cancel();
+}
