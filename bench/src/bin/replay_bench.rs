@@ -16,8 +16,13 @@
 //!    1.05x).
 //!
 //! Each pair runs in interleaved rounds (which side goes first alternates);
-//! a round times a batch of calls, and the ratio is that of the medians of
-//! the per-call times.
+//! a round times a batch of calls of each side, one after the other, and a
+//! ratio is the median over the rounds of each round's own ratio, with the
+//! rounds' lowest and highest: the two sides of one round ran within
+//! milliseconds of each other, so a slow spell of a loaded machine slows
+//! both, where a ratio of the two sides' medians can pair a slow spell of
+//! one with a quiet one of the other. Times are the medians of the rounds'
+//! per-call times.
 //!
 //! Run: `cargo run --release -p mcp-hints-bench --bin replay_bench -- [--rounds N] [--batch N]`.
 //!
@@ -25,7 +30,12 @@
 //! `keyed`, `hit`, `rmcp` or `safe`) and prints nothing, for an instruction
 //! profiler: `valgrind --tool=callgrind` counts of two values of `N`,
 //! differenced, give a side's instructions per call, free of the noise of a
-//! loaded machine.
+//! loaded machine. `--instructions` does that for every side after the
+//! timed tables (this program run under callgrind for `--calls` and three
+//! times as many calls, for each side) and prints the instructions per
+//! call and their ratios against the same goals: on a shared virtual
+//! machine, where two runs of one side can differ in time by a third, they
+//! are the figures that say whether a change made a call cheaper.
 
 use std::future::Future;
 use std::net::TcpListener;
@@ -155,9 +165,16 @@ struct Options {
     /// printed].
     #[arg(long, value_name = "SIDE")]
     only: Option<Side>,
-    /// Calls of the `--only` side, after one to warm it up.
-    #[arg(long, default_value_t = 2_000)]
+    /// Calls of the `--only` side, after one to warm it up; with
+    /// `--instructions`, the smaller of the two counts each side is run
+    /// with.
+    #[arg(long, default_value_t = 2_000, value_parser = peers::at_least_one)]
     calls: usize,
+    /// Also count each side's instructions per call under `valgrind
+    /// --tool=callgrind` (skipped, and said so, without `valgrind` on
+    /// PATH).
+    #[arg(long)]
+    instructions: bool,
 }
 
 /// One side of a pair, run alone under a profiler. The variants have no
@@ -219,6 +236,89 @@ async fn only(side: Side, calls: usize) {
     }
 }
 
+/// 5: each side's instructions per call, counted by callgrind; prints the
+/// fourth table. A side runs under `valgrind --tool=callgrind` as `--only
+/// SIDE` twice, with `calls` and `3 * calls` calls, and the difference of
+/// the two counts over `2 * calls` is its cost per call without the
+/// start-up's.
+fn instructions(calls: usize) {
+    println!(
+        "\n| instructions per call (callgrind, {calls} and {} calls differenced) | instructions | ratio |",
+        3 * calls
+    );
+    println!("|---|---|---|");
+    let sides = [
+        ("unkeyed", "unkeyed `tools/call`"),
+        ("keyed", "keyed `tools/call`, memory store"),
+        ("hit", "duplicate hit"),
+        ("rmcp", "rmcp `Peer::call_tool`"),
+        ("safe", "`ReplaySafeClient::call_tool`"),
+    ];
+    let mut counted = Vec::new();
+    for (side, _) in sides {
+        let per_call = callgrind(side, calls).and_then(|fewer| {
+            let more = callgrind(side, 3 * calls)?;
+            Ok(more.saturating_sub(fewer) as f64 / (2 * calls) as f64)
+        });
+        match per_call {
+            Ok(count) => counted.push(count),
+            Err(why) => {
+                println!("| skipped: {why} | | |");
+                return;
+            }
+        }
+    }
+    let against = |side: usize, base: usize, goal: &str| {
+        format!(
+            "{:.3}x {}{goal}",
+            counted[side] / counted[base],
+            sides[base].0
+        )
+    };
+    let ratios = [
+        "1.000x".to_owned(),
+        against(1, 0, " (goal <= 1.2x)"),
+        against(2, 0, ""),
+        "1.000x".to_owned(),
+        against(4, 3, " (goal <= 1.05x)"),
+    ];
+    for ((_, name), (count, ratio)) in sides.iter().zip(counted.iter().zip(ratios)) {
+        println!("| {name} | {count:.0} | {ratio} |");
+    }
+}
+
+/// The instructions callgrind counted in this program run as `--only
+/// SIDE --calls CALLS`; why not, when valgrind is missing or the run
+/// failed.
+fn callgrind(side: &str, calls: usize) -> Result<u64, String> {
+    let me =
+        std::env::current_exe().map_err(|error| format!("cannot find this program: {error}"))?;
+    let output = Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(&me)
+        .args(["--only", side, "--calls", &calls.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => "no `valgrind` on PATH".to_owned(),
+            _ => format!("valgrind could not be started: {error}"),
+        })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        let last = stderr.lines().last().unwrap_or_default();
+        return Err(format!(
+            "valgrind of `--only {side}` failed ({}): {last}",
+            output.status
+        ));
+    }
+    // callgrind ends with `==PID== Collected : N`.
+    stderr
+        .lines()
+        .find_map(|line| line.split("Collected : ").nth(1))
+        .and_then(|count| count.trim().parse().ok())
+        .ok_or_else(|| format!("valgrind of `--only {side}` printed no instruction count"))
+}
+
 fn micros(seconds: f64) -> String {
     format!("{:.1} µs", seconds * 1e6)
 }
@@ -237,12 +337,21 @@ fn main() {
 }
 
 async fn run(options: Options) {
-    let Options { rounds, batch, .. } = options;
+    let Options {
+        rounds,
+        batch,
+        calls,
+        instructions: count_instructions,
+        ..
+    } = options;
     // One sequence of keys for the whole run: no key is used twice.
     let keys = AtomicU64::new(0);
     keyed_against_unkeyed(rounds, batch, &keys).await;
     stores(rounds, batch, &keys).await;
     replay_safe_client(rounds, batch).await;
+    if count_instructions {
+        instructions(calls);
+    }
 }
 
 /// 1 and 2: keyed against unkeyed, and the duplicate hit, in memory; prints
@@ -285,6 +394,7 @@ async fn keyed_against_unkeyed(rounds: usize, batch: usize, keys: &AtomicU64) {
             .await,
         );
     }
+    let (keyed_ratio, hit_ratio) = (Paired::of(&keyed, &unkeyed), Paired::of(&hits, &unkeyed));
     let (unkeyed, keyed, hits) = (median(&unkeyed), median(&keyed), median(&hits));
     println!("{rounds} rounds of {batch} calls each, in-process over a duplex pair\n");
     println!("| measure | time per call | ratio |");
@@ -294,14 +404,14 @@ async fn keyed_against_unkeyed(rounds: usize, batch: usize, keys: &AtomicU64) {
         micros(unkeyed)
     );
     println!(
-        "| keyed `tools/call`, new key each call, memory store | {} | {:.2}x unkeyed (goal <= 1.2x) |",
+        "| keyed `tools/call`, new key each call, memory store | {} | {keyed_ratio:.2}x unkeyed ({}; goal <= 1.2x) |",
         micros(keyed),
-        keyed / unkeyed
+        keyed_ratio.range(),
     );
     println!(
-        "| duplicate hit (same key and arguments: the recorded result) | {} | {:.2}x unkeyed |",
+        "| duplicate hit (same key and arguments: the recorded result) | {} | {hit_ratio:.2}x unkeyed ({}) |",
         micros(hits),
-        hits / unkeyed
+        hit_ratio.range(),
     );
 }
 
@@ -384,15 +494,50 @@ async fn replay_safe_client(rounds: usize, batch: usize) {
             rmcp_times.push(plain().await);
         }
     }
+    let ratio = Paired::of(&safe_times, &rmcp_times);
     let (rmcp_time, safe_time) = (median(&rmcp_times), median(&safe_times));
     println!("\n| client, a call that succeeds | time per call | ratio |");
     println!("|---|---|---|");
     println!("| rmcp `Peer::call_tool` | {} | 1.00x |", micros(rmcp_time));
     println!(
-        "| `ReplaySafeClient::call_tool` | {} | {:.2}x (goal <= 1.05x) |",
+        "| `ReplaySafeClient::call_tool` | {} | {ratio:.2}x ({}; goal <= 1.05x) |",
         micros(safe_time),
-        safe_time / rmcp_time
+        ratio.range(),
     );
+}
+
+/// One side's time against the other's, round by round: the median of the
+/// rounds' ratios and their range.
+struct Paired {
+    median: f64,
+    lowest: f64,
+    highest: f64,
+}
+
+impl Paired {
+    /// `side[i] / against[i]` for each round `i`.
+    fn of(side: &[f64], against: &[f64]) -> Paired {
+        let ratios: Vec<f64> = side.iter().zip(against).map(|(a, b)| a / b).collect();
+        Paired {
+            median: median(&ratios),
+            lowest: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            highest: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+}
+
+impl Paired {
+    /// The rounds' range: `rounds 0.98–1.21x`.
+    fn range(&self) -> String {
+        format!("rounds {:.2}–{:.2}x", self.lowest, self.highest)
+    }
+}
+
+/// The median ratio, as a number (`{:.2}` gives `1.09`).
+impl std::fmt::Display for Paired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.median, f)
+    }
 }
 
 fn tempdir() -> PathBuf {
