@@ -270,7 +270,17 @@ fn said(error: &regex::Error) -> String {
         if let (Some(what), Some(caret), 4..) = (what, caret, lines.len()) {
             // The pattern's line is indented by 4 spaces.
             let at = caret.saturating_sub(4) + 1;
-            return mcp_hints_core::escape::one_line(&format!("{what} (at character {at})"))
+            // The gateway's regex is built without Unicode's property
+            // tables (see Cargo.toml), so that even `\p{L}` is "not
+            // found": say why, and what to write instead.
+            let why = if what == "Unicode property not found" {
+                "; the gateway has no `\\p{...}` classes (it is built without Unicode's \
+                 property tables): write the class out, as `[A-Za-z]`, or use `\\w`, `\\d` \
+                 or `\\s`"
+            } else {
+                ""
+            };
+            return mcp_hints_core::escape::one_line(&format!("{what} (at character {at}){why}"))
                 .into_owned();
         }
     }
@@ -1142,6 +1152,12 @@ mod tests {
         assert_eq!(
             RedactPattern::new("ab[z-a]").unwrap_err(),
             "invalid character class range, the start must be <= the end (at character 4)"
+        );
+        assert_eq!(
+            RedactPattern::new("id=\\p{L}+").unwrap_err(),
+            "Unicode property not found (at character 4); the gateway has no `\\p{...}` \
+             classes (it is built without Unicode's property tables): write the class out, as \
+             `[A-Za-z]`, or use `\\w`, `\\d` or `\\s`"
         );
         assert_eq!(RedactPattern::new("a+").unwrap().as_str(), "a+");
     }
