@@ -6,7 +6,8 @@
 //! call path: name split (*resolve*), drift check (*drift*), policy
 //! decision (*decide*), audit entry (*record*: written and synced before
 //! anything is forwarded; a log that cannot be written refuses the call;
-//! for a read-only tool of a trusted upstream, which changes nothing,
+//! for a read-only, closed-world tool of a trusted upstream, which changes
+//! nothing,
 //! written before and synced while it runs, its answer held until the
 //! entry is on disk),
 //! approval if a rule asks for one (*park*, its end logged however it

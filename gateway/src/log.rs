@@ -1,14 +1,16 @@
 //! The gateway's audit log: one JSON object per line (JSON Lines), one line
 //! per decision, appended and made durable before the call it records goes
-//! on, and [`entries`], which reads it back (for `mcp-hints gateway log`,
+//! on (or, for a call that changes nothing, before its answer goes back),
+//! and [`entries`], which reads it back (for `mcp-hints gateway log`,
 //! which filters it).
 //!
 //! Durability is the point: a call's `decided` entry is on disk
 //! (`File::sync_data`, [`Durability::Synced`]) before the call goes on, and
 //! an entry that cannot be written is an error the caller turns into a
 //! refused call, so a decision is never taken without its record. A call
-//! that cannot change anything (a read-only tool of a trusted upstream)
-//! goes on once its entry is written, while the sync thread syncs it
+//! that cannot change anything (a read-only, closed-world tool of a trusted
+//! upstream, as it declared or the operator asserted) goes on once its
+//! entry is written, while the sync thread syncs it
 //! ([`AuditLog::record_syncing`]), and its answer goes back only once the
 //! entry is on disk: nothing changed that a crash could leave unrecorded,
 //! and no answer ever goes back without its record. Its
@@ -139,8 +141,9 @@ entry_word! {
         /// Its upstream could not be reached.
         Unavailable = "unavailable",
         /// It ran, but its result was withheld from the client: a
-        /// `deny_result` `[[redact]]` matched it, or it was too big to
-        /// scan (`[redaction] max_scan_bytes`).
+        /// `deny_result` `[[redact]]` matched it, it was too big to scan
+        /// (`[redaction] max_scan_bytes`), or its `decided` entry, synced
+        /// while it ran (a call that changes nothing), could not be synced.
         Withheld = "withheld",
     }
 }
@@ -257,9 +260,10 @@ pub struct Entry {
     pub redacted: Option<Vec<Redacted>>,
     /// On the `finished` entry of a withheld result (outcome `withheld`),
     /// why: the `deny_result` rule that matched (`redact[1] (detectors
-    /// private_key)`), or `over [redaction] max_scan_bytes: 250000 bytes
-    /// of text, the limit 200000` for a result too big to scan. Absent
-    /// otherwise.
+    /// private_key)`), `over [redaction] max_scan_bytes: 250000 bytes
+    /// of text, the limit 200000` for a result too big to scan, or `its
+    /// decided entry could not be synced: ...` for a call that changes
+    /// nothing whose entry's sync failed while it ran. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub withheld: Option<String>,
     /// `decided` (written before forwarding) or `finished` (after).
@@ -550,7 +554,8 @@ impl Drop for CallInFlight {
 #[derive(Debug)]
 #[must_use = "the line is on disk only once `synced` has returned Ok"]
 pub struct Syncing {
-    answer: tokio::sync::oneshot::Receiver<Result<(), LogError>>,
+    /// `None`: synced already.
+    answer: Option<tokio::sync::oneshot::Receiver<Result<(), LogError>>>,
     inner: Arc<Inner>,
 }
 
@@ -564,9 +569,12 @@ impl Syncing {
     /// line records.
     pub async fn synced(self) -> Result<(), LogError> {
         let Syncing { answer, inner } = self;
-        answer
-            .await
-            .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?
+        match answer {
+            Some(answer) => answer
+                .await
+                .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?,
+            None => Ok(()),
+        }
     }
 }
 
@@ -589,6 +597,9 @@ struct Inner {
     synced: AtomicU64,
     /// How many calls said they are running ([`AuditLog::call_started`]).
     in_flight: AtomicUsize,
+    /// Whether the last sync failed (the log's health, readable without
+    /// its lock).
+    sync_failing: AtomicBool,
     /// How many times a written line armed the idle sync.
     #[cfg(test)]
     arms: AtomicU64,
@@ -847,6 +858,7 @@ impl AuditLog {
             armed: AtomicBool::new(false),
             synced: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            sync_failing: AtomicBool::new(false),
             #[cfg(test)]
             arms: AtomicU64::new(0),
             #[cfg(test)]
@@ -922,20 +934,24 @@ impl AuditLog {
     /// Appends `entry` as one line, as [`record`](Self::record) does, and
     /// hands its sync to the sync thread without waiting for it: the
     /// [`Syncing`] returned is awaited for it. For a `decided` entry whose
-    /// call changes nothing (a read-only tool on a trusted upstream), so
-    /// that the disk's sync runs beside the upstream's work instead of
-    /// before it: the line is in the kernel before the call goes on (a
-    /// crash of the gateway cannot lose it) and on disk before its answer
-    /// goes back. Always handed off, even for a call running alone
+    /// call changes nothing (a read-only, closed-world tool of a trusted
+    /// upstream), so that the disk's sync runs beside the upstream's work
+    /// instead of before it: the line is in the kernel before the call goes
+    /// on (a crash of the gateway cannot lose it) and on disk before its
+    /// answer goes back. Always handed off, even for a call running alone
     /// ([`call_started`](Self::call_started)): syncing on the caller's
-    /// thread would hold the call back until the disk is done.
+    /// thread would hold the call back until the disk is done. While the
+    /// log's last sync failed, it waits for this one before returning, as
+    /// `record` with [`Durability::Synced`] does: an outage lets at most
+    /// the call that found it go on before its line is on disk.
     ///
     /// # Errors
     ///
-    /// [`LogError`] when the line cannot be written (as for `record`), or
-    /// the sync thread has stopped; the sync's own failure is
-    /// [`Syncing::synced`]'s.
-    pub fn record_syncing(&self, entry: &Entry) -> Result<Syncing, LogError> {
+    /// [`LogError`] when the line cannot be written (as for `record`), the
+    /// sync thread has stopped, or, while syncs are failing, this sync
+    /// fails too; a sync that fails after it returned is
+    /// [`Syncing::synced`]'s error.
+    pub async fn record_syncing(&self, entry: &Entry) -> Result<Syncing, LogError> {
         let inner = &self.inner;
         let upto = inner.write(entry)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -943,10 +959,21 @@ impl AuditLog {
             .syncs
             .send(SyncRequest::Sync { upto, reply })
             .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?;
-        Ok(Syncing {
-            answer,
+        let syncing = Syncing {
+            answer: Some(answer),
             inner: self.inner.clone(),
-        })
+        };
+        if inner.sync_failing.load(Ordering::SeqCst) {
+            // The last sync failed: this one must succeed before the call
+            // goes on, as for a call that may change something, so that an
+            // outage lets at most one call go upstream ahead of its sync.
+            syncing.synced().await?;
+            return Ok(Syncing {
+                answer: None,
+                inner: self.inner.clone(),
+            });
+        }
+        Ok(syncing)
     }
 
     /// Says that a call has started whose entries this log records, until
@@ -1072,6 +1099,7 @@ impl Inner {
             .sync_data()
             .map_err(|source| self.error("sync it to disk", source));
         self.metrics.audit_sync(started.elapsed());
+        self.sync_failing.store(synced.is_err(), Ordering::SeqCst);
         self.appender
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -1960,6 +1988,7 @@ mod tests {
         let _alone = log.call_started();
         let syncing = log
             .record_syncing(&entry(1, "alice", "t", "allow", &now()))
+            .await
             .unwrap();
         let written = std::fs::read_to_string(&path).unwrap();
         assert_eq!(written.lines().count(), 1, "{written}");
@@ -1970,17 +1999,26 @@ mod tests {
         assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 1);
     }
 
+    #[cfg(target_os = "linux")]
     #[tokio::test]
-    async fn a_sync_that_fails_beside_its_call_is_the_waiters_error() {
+    async fn a_sync_that_fails_beside_its_call_is_the_waiters_error_and_the_next_ones_at_once() {
         // /dev/null takes every write and refuses every sync (EINVAL).
         let log = AuditLog::open(Path::new("/dev/null")).unwrap();
         let syncing = log
             .record_syncing(&entry(1, "alice", "t", "allow", &now()))
+            .await
             .unwrap();
         let error = syncing.synced().await.unwrap_err();
         assert_eq!(error.action, "sync it to disk", "{error}");
         assert_eq!(error.error.raw_os_error(), Some(22), "{error}");
         assert!(log.inner.appender.lock().unwrap().health.sync_failing);
+        // Syncs are failing now: the next line's sync is waited for before
+        // its call could go on.
+        let error = log
+            .record_syncing(&entry(2, "alice", "t", "allow", &now()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.error.raw_os_error(), Some(22), "{error}");
     }
 
     #[test]

@@ -12,7 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolResult;
+use rmcp::service::RunningService;
 use support::{Echo, alice_config, call, client, scratch_dir, serve_gateway, serve_upstream, text};
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +30,35 @@ fn detail(result: &CallToolResult) -> serde_json::Value {
         .unwrap_or_default()
 }
 
+/// A gateway in front of `url` (as `up`, trusted, and as `loose`,
+/// untrusted: its `readOnlyHint` is only a hint), its log `/dev/null`,
+/// `extra` after its upstreams; its client.
+async fn unsynced_gateway(
+    name: &str,
+    url: &str,
+    extra: &str,
+    stop: &CancellationToken,
+) -> RunningService<RoleClient, ()> {
+    let extra =
+        format!("[[upstream]]\nname = \"loose\"\nurl = \"{url}\"\ntrusted = false\n{extra}");
+    let config = alice_config(TOKEN, Path::new("/dev/null"), url, &extra);
+    let dir = scratch_dir(&format!("audit-sync-{name}"));
+    let served = serve_gateway(&dir, "gateway", &config, stop).await;
+    client(served.address, TOKEN).await
+}
+
+/// Asserts `result` is the refusal of a call whose entry could not be
+/// synced, nothing forwarded.
+fn assert_refused(tool: &str, result: &CallToolResult) {
+    assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
+    assert!(
+        text(result).contains("so the call was refused and not forwarded"),
+        "{tool}: {result:?}"
+    );
+    assert_eq!(detail(result)["reason"], "audit_log", "{tool}: {result:?}");
+}
+
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
     let stop = CancellationToken::new();
@@ -40,13 +71,7 @@ async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
         stop.clone(),
     )
     .await;
-    // The same server again, untrusted: its `readOnlyHint` is only a hint.
-    let untrusted = format!("[[upstream]]\nname = \"loose\"\nurl = \"{url}\"\ntrusted = false\n");
-    let config = alice_config(TOKEN, Path::new("/dev/null"), &url, &untrusted);
-    let dir = scratch_dir("audit-sync-unsynced");
-    let served = serve_gateway(&dir, "gateway", &config, &stop).await;
-    let client = client(served.address, TOKEN).await;
-
+    let client = unsynced_gateway("ran", &url, "", &stop).await;
     let read = call(&client, "up__echo", "hello").await;
     assert_eq!(read.is_error, Some(true), "{read:?}");
     assert!(
@@ -62,22 +87,45 @@ async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
     assert_eq!(detail(&read)["reason"], "audit_log", "{read:?}");
     assert_eq!(detail(&read)["outcome"], "withheld", "{read:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the read-only call ran");
-
-    for tool in ["up__note", "loose__echo"] {
-        let refused = call(&client, tool, "hello").await;
-        assert_eq!(refused.is_error, Some(true), "{tool}: {refused:?}");
-        assert!(
-            text(&refused).contains("so the call was refused and not forwarded"),
-            "{tool}: {refused:?}"
-        );
-        assert_eq!(
-            detail(&refused)["reason"],
-            "audit_log",
-            "{tool}: {refused:?}"
-        );
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{tool} ran unrecorded");
-    }
+    // Syncs are failing now: the same call waits for its sync, and is
+    // refused.
+    let again = call(&client, "up__echo", "hello").await;
+    assert_refused("up__echo", &again);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "a call ran unrecorded");
     client.cancel().await.unwrap();
+
+    // Each first call of its gateway, before any sync failed: a write,
+    // an untrusted upstream's read (asserted read-only or not), and reads
+    // asserted to write or to reach the open world are synced first.
+    let asserts = [
+        ("write", "up__note", ""),
+        ("untrusted", "loose__echo", ""),
+        (
+            "untrusted-asserted",
+            "loose__echo",
+            "[[assert]]\nupstream = \"loose\"\nreadOnlyHint = true\n",
+        ),
+        (
+            "asserted-write",
+            "up__echo",
+            "[[assert]]\nupstream = \"up\"\ntool = \"echo\"\nreadOnlyHint = false\n",
+        ),
+        (
+            "open-world",
+            "up__echo",
+            "[[assert]]\nupstream = \"up\"\ntool = \"echo\"\nopenWorldHint = true\n",
+        ),
+    ];
+    for (name, tool, extra) in asserts {
+        let client = unsynced_gateway(name, &url, extra, &stop).await;
+        assert_refused(tool, &call(&client, tool, "hello").await);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "{name}: {tool} ran unrecorded"
+        );
+        client.cancel().await.unwrap();
+    }
     stop.cancel();
 }
 

@@ -123,8 +123,9 @@ pub enum Column {
     /// `BY`: who decided a parked call (`-` on other entries); shown when
     /// asked for.
     By,
-    /// `WITHHELD`: why a withheld result was withheld, the rule or the
-    /// size (`-` on other entries); shown when asked for.
+    /// `WITHHELD`: why a withheld result was withheld, the rule, the
+    /// size or the sync that failed (`-` on other entries); shown when
+    /// asked for.
     Withheld,
     /// `REDACTED`: what the `[[redact]]` rules masked in the result, each
     /// rule with its matches (`redact[0] (detectors slack_token): 2

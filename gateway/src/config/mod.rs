@@ -654,7 +654,8 @@ pub struct UpstreamConfig {
     /// `command` or `url` (exactly one).
     pub transport: UpstreamTransport,
     /// `trusted` (default false): whether its hints may make a lost call
-    /// replay-safe (`mcp_hints::policy::Trust`).
+    /// replay-safe (`mcp_hints::policy::Trust`), and let a read-only,
+    /// closed-world tool's call go on while its `decided` entry syncs.
     pub trusted: bool,
     /// `call_timeout_secs` (default [`defaults::CALL_TIMEOUT`]), at least
     /// 1 s.

@@ -140,22 +140,23 @@ struct Call {
 }
 
 impl Call {
-    /// Whether the call cannot change the world, so that its `decided`
-    /// entry may be synced while it runs instead of before
-    /// ([`Front::record_syncing`]): its tool is read-only, as a trusted
-    /// upstream declared or the operator asserted (`[[assert]]`). An
-    /// untrusted upstream's `readOnlyHint` is only a hint (the spec's
-    /// `ToolAnnotations`), so its calls are synced first, as writes are.
+    /// Whether the call can neither change anything nor reach anything
+    /// outside its upstream, so that its `decided` entry may be synced
+    /// while it runs instead of before ([`Front::record_syncing`]): its
+    /// upstream is trusted (the spec's `ToolAnnotations` are only hints
+    /// from any other, as for resends), and its tool is read-only and not
+    /// open-world, as the upstream declared or the operator asserted
+    /// (`[[assert]]`), never by default. An open-world read could carry
+    /// its arguments out of the gateway; it is synced first, as writes
+    /// are.
     fn changes_nothing(&self) -> bool {
-        let (read_only, provenance) = self.listed.hints.get(mcp_hints::Hint::ReadOnly);
-        read_only
-            && match provenance {
-                mcp_hints::Provenance::Asserted => true,
-                mcp_hints::Provenance::Declared => self.listed.upstream.trusted(),
-                // Defaulted (false, never read-only), and any source a
-                // later version adds: synced first.
-                _ => false,
-            }
+        use mcp_hints::{Hint, Provenance};
+        let hints = &self.listed.hints;
+        let (read_only, provenance) = hints.get(Hint::ReadOnly);
+        self.listed.upstream.trusted()
+            && read_only
+            && matches!(provenance, Provenance::Declared | Provenance::Asserted)
+            && !hints.holds(Hint::OpenWorld)
     }
 }
 
@@ -209,8 +210,9 @@ impl Front {
         principal: &Principal,
         context: &CallContext<'_>,
     ) -> Answer {
-        // While this is the only call, its `decided` entry is synced
-        // without a hand-off to the log's sync thread.
+        // While this is the only call, a `decided` entry synced before
+        // its call goes on is synced without a hand-off to the log's sync
+        // thread.
         let _in_flight = self.gateway.log.call_started();
         match self.steps(request, principal, context).await {
             Ok(answer) => answer,
@@ -240,7 +242,7 @@ impl Front {
         if matches!(decided.verdict, Verdict::Allow { .. }) && call.changes_nothing() {
             // Its sync runs beside the upstream's work; the answer waits
             // for it in `forward`.
-            let syncing = self.record_syncing(&call, &decided)?;
+            let syncing = self.record_syncing(&call, &decided).await?;
             return Ok(self
                 .forward(call, decided.decision, decided.rule, Some(syncing))
                 .await);
@@ -628,11 +630,14 @@ impl Front {
     /// call goes on, its sync asked for now and waited for before the
     /// answer goes back ([`Front::forward`]). Guarantees no entry, no
     /// call, as [`Front::record`] does, and no answer before its entry is
-    /// on disk.
-    fn record_syncing(&self, call: &Call, decided: &Decided) -> Step<log::Syncing> {
+    /// on disk; while the log's syncs are failing, the entry is synced
+    /// first and the call refused when that fails, so that only the first
+    /// call of an outage goes upstream unrecorded on disk.
+    async fn record_syncing(&self, call: &Call, decided: &Decided) -> Step<log::Syncing> {
         self.gateway
             .log
             .record_syncing(&decided_entry(call, decided))
+            .await
             .map_err(|error| end(log_failed(&Error::Log(error))))
     }
 
@@ -841,6 +846,11 @@ impl Front {
     /// and writes the `finished` entry. Guarantees a lost response that
     /// was not resent comes back as a tool error saying delivery is
     /// unknown, how often the call may have run, and what to read back.
+    /// With `syncing` (a call that changes nothing, its `decided` entry's
+    /// sync asked for by [`Front::record_syncing`]), no answer goes back
+    /// before that sync: one that failed withholds the answer of a call
+    /// that went upstream (outcome `withheld` when it ran) and refuses one
+    /// that was never sent.
     async fn forward(
         &self,
         call: Call,
@@ -905,9 +915,21 @@ impl Front {
         if let Some(syncing) = syncing
             && let Err(error) = syncing.synced().await
         {
-            result = Ok(sync_failed(&error));
-            outcome = Outcome::Withheld;
-            unsynced = Some(format!("its decided entry could not be synced: {error}"));
+            let error = Error::Log(error);
+            if outcome == Outcome::Unavailable || attempts == 0 {
+                // Never sent: refused, as a call whose entry could not be
+                // written is.
+                result = Ok(log_failed(&error));
+            } else if outcome == Outcome::DeliveryUnknown {
+                result = Ok(sync_failed(&error, "it may have run"));
+            } else {
+                result = Ok(sync_failed(&error, "the call ran"));
+                outcome = Outcome::Withheld;
+                unsynced = Some(format!(
+                    "its decided entry could not be synced: {}",
+                    escape::one_line(&error.to_string())
+                ));
+            }
         }
         if let Some(session) = &record.session {
             // Before the answer goes back: the client's next call must see
@@ -1272,14 +1294,15 @@ fn decided_entry(call: &Call, decided: &Decided) -> Entry {
     entry
 }
 
-/// The answer of a call that ran (its tool read-only) but whose `decided`
-/// entry could not be synced: no answer goes back without its entry on
-/// disk, so its result is withheld.
-fn sync_failed(error: &log::LogError) -> CallToolResult {
+/// The answer of a call that went upstream (its tool read-only) but whose
+/// `decided` entry could not be synced: no answer goes back without its
+/// entry on disk, so its answer is withheld. `ran` says how far it got:
+/// `the call ran`, or `it may have run` for one whose answer never came.
+fn sync_failed(error: &Error, ran: &str) -> CallToolResult {
     refusal(
         format!(
-            "the gateway's audit log cannot be written ({}); the call ran (its tool is \
-             read-only, so nothing changed) but its answer is withheld",
+            "the gateway's audit log cannot be written ({}); {ran} (its tool is read-only, so \
+             nothing changed) but its answer is withheld",
             mcp_hints_core::escape::one_line(&error.to_string())
         ),
         json!({ "outcome": "withheld", "reason": "audit_log" }),
