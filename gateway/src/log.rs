@@ -953,6 +953,9 @@ impl AuditLog {
     /// [`Syncing::synced`]'s error.
     pub async fn record_syncing(&self, entry: &Entry) -> Result<Syncing, LogError> {
         let inner = &self.inner;
+        // Read before this line's own sync is asked for, which may fail
+        // before the check below.
+        let failing = inner.sync_failing.load(Ordering::SeqCst);
         let upto = inner.write(entry)?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         inner
@@ -963,7 +966,7 @@ impl AuditLog {
             answer: Some(answer),
             inner: self.inner.clone(),
         };
-        if inner.sync_failing.load(Ordering::SeqCst) {
+        if failing {
             // The last sync failed: this one must succeed before the call
             // goes on, as for a call that may change something, so that an
             // outage lets at most one call go upstream ahead of its sync.

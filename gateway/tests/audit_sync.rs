@@ -30,6 +30,17 @@ fn detail(result: &CallToolResult) -> serde_json::Value {
         .unwrap_or_default()
 }
 
+/// The in-process upstream with `echo` and `note`, until `stop`: its URL
+/// and its count of calls run.
+async fn upstream(stop: &CancellationToken) -> (String, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let echo = Echo {
+        calls: calls.clone(),
+        note: true,
+    };
+    (serve_upstream(echo, stop.clone()).await, calls)
+}
+
 /// A gateway in front of `url` (as `up`, trusted, and as `loose`,
 /// untrusted: its `readOnlyHint` is only a hint), its log `/dev/null`,
 /// `extra` after its upstreams; its client.
@@ -62,15 +73,7 @@ fn assert_refused(tool: &str, result: &CallToolResult) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
     let stop = CancellationToken::new();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let url = serve_upstream(
-        Echo {
-            calls: calls.clone(),
-            note: true,
-        },
-        stop.clone(),
-    )
-    .await;
+    let (url, calls) = upstream(&stop).await;
     let client = unsynced_gateway("ran", &url, "", &stop).await;
     let read = call(&client, "up__echo", "hello").await;
     assert_eq!(read.is_error, Some(true), "{read:?}");
@@ -132,15 +135,7 @@ async fn only_a_call_that_changes_nothing_runs_before_its_entry_is_on_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_changes_nothing_answers_once_its_entries_are_written() {
     let stop = CancellationToken::new();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let url = serve_upstream(
-        Echo {
-            calls: calls.clone(),
-            note: true,
-        },
-        stop.clone(),
-    )
-    .await;
+    let (url, calls) = upstream(&stop).await;
     let dir = scratch_dir("audit-sync-synced");
     let log = dir.join("audit.jsonl");
     let served = serve_gateway(&dir, "gateway", &alice_config(TOKEN, &log, &url, ""), &stop).await;
