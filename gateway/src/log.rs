@@ -554,13 +554,32 @@ impl Drop for CallInFlight {
 #[derive(Debug)]
 #[must_use = "the line is on disk only once `synced` has returned Ok"]
 pub struct Syncing {
-    /// `None`: synced already.
-    answer: Option<tokio::sync::oneshot::Receiver<Result<(), LogError>>>,
+    how: Pending,
     inner: Arc<Inner>,
 }
 
+/// Where a [`Syncing`] line's sync is.
+#[derive(Debug)]
+enum Pending {
+    /// Asked of the sync thread, which answers here.
+    Handed(tokio::sync::oneshot::Receiver<Result<(), LogError>>),
+    /// Left to the caller, the one call running: the first `upto` lines,
+    /// synced on its thread by [`Syncing::synced`].
+    Caller(u64),
+    /// Synced already.
+    Done,
+}
+
 impl Syncing {
-    /// Waits until the line is on disk.
+    /// Whether the sync is the caller's own, made on its thread by
+    /// [`synced`](Self::synced) (the call was running alone): it waits on
+    /// the disk there, so a caller starts the upstream's work first.
+    pub fn is_callers(&self) -> bool {
+        matches!(self.how, Pending::Caller(_))
+    }
+
+    /// Waits until the line is on disk: for the sync thread's answer, or,
+    /// when [`is_callers`](Self::is_callers), syncing on this thread.
     ///
     /// # Errors
     ///
@@ -568,12 +587,17 @@ impl Syncing {
     /// sync thread stopped before it: withhold the answer of the call the
     /// line records.
     pub async fn synced(self) -> Result<(), LogError> {
-        let Syncing { answer, inner } = self;
-        match answer {
-            Some(answer) => answer
+        let Syncing { how, inner } = self;
+        match how {
+            Pending::Handed(answer) => answer
                 .await
                 .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?,
-            None => Ok(()),
+            Pending::Caller(upto) => {
+                #[cfg(test)]
+                inner.own_syncs.fetch_add(1, Ordering::SeqCst);
+                inner.sync_upto(upto)
+            }
+            Pending::Done => Ok(()),
         }
     }
 }
@@ -932,15 +956,16 @@ impl AuditLog {
     }
 
     /// Appends `entry` as one line, as [`record`](Self::record) does, and
-    /// hands its sync to the sync thread without waiting for it: the
-    /// [`Syncing`] returned is awaited for it. For a `decided` entry whose
-    /// call changes nothing (a read-only, closed-world tool of a trusted
-    /// upstream), so that the disk's sync runs beside the upstream's work
-    /// instead of before it: the line is in the kernel before the call goes
-    /// on (a crash of the gateway cannot lose it) and on disk before its
-    /// answer goes back. Always handed off, even for a call running alone
-    /// ([`call_started`](Self::call_started)): syncing on the caller's
-    /// thread would hold the call back until the disk is done. While the
+    /// returns without waiting for its sync: the [`Syncing`] returned is
+    /// awaited for it. For a `decided` entry whose call changes nothing (a
+    /// read-only, closed-world tool of a trusted upstream), so that the
+    /// disk's sync runs beside the upstream's work instead of before it:
+    /// the line is in the kernel before the call goes on (a crash of the
+    /// gateway cannot lose it) and on disk before its answer goes back.
+    /// The sync is the sync thread's, asked for now, except for a call
+    /// running alone ([`call_started`](Self::call_started)), whose own
+    /// thread syncs in [`Syncing::synced`] ([`Syncing::is_callers`]): the
+    /// caller starts the upstream's work first, then syncs. While the
     /// log's last sync failed, it waits for this one before returning, as
     /// `record` with [`Durability::Synced`] does: an outage lets at most
     /// the call that found it go on before its line is on disk.
@@ -957,13 +982,21 @@ impl AuditLog {
         // before the check below.
         let failing = inner.sync_failing.load(Ordering::SeqCst);
         let upto = inner.write(entry)?;
+        if !failing && inner.in_flight.load(Ordering::SeqCst) == 1 {
+            // The one call running: its own thread syncs, once the call
+            // has started upstream (see `call_started`).
+            return Ok(Syncing {
+                how: Pending::Caller(upto),
+                inner: self.inner.clone(),
+            });
+        }
         let (reply, answer) = tokio::sync::oneshot::channel();
         inner
             .syncs
             .send(SyncRequest::Sync { upto, reply })
             .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?;
         let syncing = Syncing {
-            answer: Some(answer),
+            how: Pending::Handed(answer),
             inner: self.inner.clone(),
         };
         if failing {
@@ -972,7 +1005,7 @@ impl AuditLog {
             // outage lets at most one call go upstream ahead of its sync.
             syncing.synced().await?;
             return Ok(Syncing {
-                answer: None,
+                how: Pending::Done,
                 inner: self.inner.clone(),
             });
         }
@@ -1983,12 +2016,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_line_syncing_beside_its_call_is_written_at_once_and_synced_by_the_thread() {
+    async fn a_line_syncing_beside_its_call_is_written_at_once_and_synced_when_waited_for() {
         let scratch = Scratch::new("syncing");
         let path = scratch.0.join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
-        // Alone, and still handed off: the call goes on while it syncs.
-        let _alone = log.call_started();
+        let synced = |log: &AuditLog| log.inner.synced.load(Ordering::SeqCst);
+        let own = |log: &AuditLog| log.inner.own_syncs.load(Ordering::SeqCst);
+        // Alone: written now, synced by the caller's `synced`.
+        let alone = log.call_started();
         let syncing = log
             .record_syncing(&entry(1, "alice", "t", "allow", &now()))
             .await
@@ -1996,10 +2031,21 @@ mod tests {
         let written = std::fs::read_to_string(&path).unwrap();
         assert_eq!(written.lines().count(), 1, "{written}");
         assert!(written.contains(r#""phase":"decided""#), "{written}");
+        assert!(syncing.is_callers());
+        assert_eq!(synced(&log), 0, "synced before the caller asked");
         syncing.synced().await.unwrap();
-        assert!(log.inner.synced.load(Ordering::SeqCst) >= 1);
-        assert_eq!(log.inner.own_syncs.load(Ordering::SeqCst), 0);
-        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 1);
+        assert_eq!((synced(&log), own(&log)), (1, 1));
+        // Two calls: the sync thread's, asked for at once.
+        let other = log.call_started();
+        let syncing = log
+            .record_syncing(&entry(2, "alice", "t", "allow", &now()))
+            .await
+            .unwrap();
+        assert!(!syncing.is_callers());
+        syncing.synced().await.unwrap();
+        assert_eq!((synced(&log), own(&log)), (2, 1));
+        drop((alone, other));
+        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 2);
     }
 
     #[cfg(target_os = "linux")]

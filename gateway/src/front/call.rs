@@ -897,11 +897,31 @@ impl Front {
         // Boxed: the replay-safe client's future is kilobytes (its retry
         // and read-back states), and this one is moved whole into each
         // request's task.
-        let outcome = Box::pin(crate::budget::with_principal(
+        let mut call = Box::pin(crate::budget::with_principal(
             &record.principal,
             client.call_tool(sent),
-        ))
-        .await;
+        ));
+        let (outcome, synced) = match syncing {
+            Some(syncing) if syncing.is_callers() => {
+                // The one call running syncs on its own thread (no wake-up
+                // of the sync thread and back), once the upstream has its
+                // request: a first poll queues it, and yielding lets the
+                // task that writes it run first, so that the disk and the
+                // upstream work at once.
+                let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+                if first.is_pending() {
+                    tokio::task::yield_now().await;
+                }
+                let synced = syncing.synced().await;
+                let outcome = match first {
+                    Poll::Ready(outcome) => outcome,
+                    Poll::Pending => call.await,
+                };
+                (outcome, Some(synced))
+            }
+            Some(syncing) => (call.await, Some(syncing.synced().await)),
+            None => (call.await, None),
+        };
         let elapsed = started.elapsed();
         let measured = measured_outcome(&outcome);
         upstream.say_restarts(&client).await;
@@ -912,9 +932,7 @@ impl Front {
         let (mut result, mut outcome, checked) = self.redact(&name, &listed, result, outcome);
         // The `decided` entry is on disk before the answer goes back.
         let mut unsynced = None;
-        if let Some(syncing) = syncing
-            && let Err(error) = syncing.synced().await
-        {
+        if let Some(Err(error)) = synced {
             let error = Error::Log(error);
             if outcome == Outcome::Unavailable || attempts == 0 {
                 // Never sent: refused, as a call whose entry could not be
