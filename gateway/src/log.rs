@@ -586,9 +586,9 @@ impl Syncing {
     /// [`LogError`] (action `sync it to disk`) when the sync failed or the
     /// sync thread stopped before it: withhold the answer of the call the
     /// line records.
-    pub async fn synced(self) -> Result<(), LogError> {
-        let Syncing { how, inner } = self;
-        match how {
+    pub async fn synced(mut self) -> Result<(), LogError> {
+        let inner = &self.inner;
+        match std::mem::replace(&mut self.how, Pending::Done) {
             Pending::Handed(answer) => answer
                 .await
                 .map_err(|_| inner.error("sync it to disk", sync_thread_gone()))?,
@@ -598,6 +598,19 @@ impl Syncing {
                 inner.sync_upto(upto)
             }
             Pending::Done => Ok(()),
+        }
+    }
+}
+
+impl Drop for Syncing {
+    /// A caller's sync never waited for (its call was dropped, say, when
+    /// its client went away) is handed to the sync thread, so that the
+    /// line is synced at once all the same.
+    fn drop(&mut self) {
+        if let Pending::Caller(upto) = self.how {
+            let (reply, _) = tokio::sync::oneshot::channel();
+            // A stopped sync thread leaves it to the next sync.
+            let _ = self.inner.syncs.send(SyncRequest::Sync { upto, reply });
         }
     }
 }
@@ -2044,8 +2057,26 @@ mod tests {
         assert!(!syncing.is_callers());
         syncing.synced().await.unwrap();
         assert_eq!((synced(&log), own(&log)), (2, 1));
-        drop((alone, other));
-        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 2);
+        drop(other);
+        // Alone, and dropped unwaited (its client went away): the sync
+        // thread syncs it.
+        let dropped = log
+            .record_syncing(&entry(3, "alice", "t", "allow", &now()))
+            .await
+            .unwrap();
+        assert!(dropped.is_callers());
+        drop(dropped);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while synced(&log) < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "the dropped line was never synced"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(own(&log), 1);
+        drop(alone);
+        assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 3);
     }
 
     #[cfg(target_os = "linux")]
