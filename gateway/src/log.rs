@@ -1148,12 +1148,16 @@ impl Inner {
             .sync_data()
             .map_err(|source| self.error("sync it to disk", source));
         self.metrics.audit_sync(started.elapsed());
-        self.sync_failing.store(synced.is_err(), Ordering::SeqCst);
-        self.appender
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .health
-            .note(&self.path, true, synced.as_ref().err());
+        // A sync that went well while none is failing changes nothing in
+        // the health, so it does not take the lock every append waits on.
+        // Otherwise the flag and the health change together, under it.
+        if synced.is_err() || self.sync_failing.load(Ordering::SeqCst) {
+            let mut appender = self.appender.lock().unwrap_or_else(PoisonError::into_inner);
+            self.sync_failing.store(synced.is_err(), Ordering::SeqCst);
+            appender
+                .health
+                .note(&self.path, true, synced.as_ref().err());
+        }
         if synced.is_ok() {
             self.synced.fetch_max(covered, Ordering::SeqCst);
         }
@@ -2077,6 +2081,20 @@ mod tests {
         assert_eq!(own(&log), 1);
         drop(alone);
         assert_eq!(crate::chain::verify(&path, None).unwrap().entries, 3);
+    }
+
+    #[tokio::test]
+    async fn a_sync_that_succeeds_after_a_failing_one_clears_the_health() {
+        let scratch = Scratch::new("recovered");
+        let log = AuditLog::open(&scratch.0.join("audit.jsonl")).unwrap();
+        // As a failed sync leaves them.
+        log.inner.sync_failing.store(true, Ordering::SeqCst);
+        log.inner.appender.lock().unwrap().health.sync_failing = true;
+        log.record(&entry(1, "alice", "t", "allow", &now()), Durability::Synced)
+            .await
+            .unwrap();
+        assert!(!log.inner.sync_failing.load(Ordering::SeqCst));
+        assert!(!log.inner.appender.lock().unwrap().health.sync_failing);
     }
 
     #[cfg(target_os = "linux")]

@@ -76,6 +76,7 @@ impl<'a> From<&'a RequestContext<RoleServer>> for CallContext<'a> {
 }
 
 /// What every audit entry of one call shares.
+#[derive(Clone)]
 struct CallRecord {
     /// The replica deciding it, `[gateway] replica`.
     replica: String,
@@ -99,26 +100,40 @@ impl CallRecord {
         outcome: Option<Outcome>,
         attempts: Option<u32>,
     ) -> Entry {
+        self.clone()
+            .into_entry(phase, decision, rule, outcome, attempts)
+    }
+
+    /// [`entry`](Self::entry) for a call's last entry: its parts are
+    /// moved into it, not copied (the hints and the arguments are trees).
+    fn into_entry(
+        self,
+        phase: Phase,
+        decision: Decision,
+        rule: Option<String>,
+        outcome: Option<Outcome>,
+        attempts: Option<u32>,
+    ) -> Entry {
         Entry {
             seq: None,
             prev: None,
             time: log::now(),
-            replica: Some(self.replica.clone()),
-            id: self.id.clone(),
-            principal: self.principal.clone(),
-            upstream: self.upstream.clone(),
-            tool: self.tool.clone(),
+            replica: Some(self.replica),
+            id: self.id,
+            principal: self.principal,
+            upstream: self.upstream,
+            tool: self.tool,
             decision,
             rule,
-            hints: self.hints.clone(),
-            arguments_sha256: self.arguments_sha256.clone(),
-            arguments: self.arguments.clone(),
+            hints: self.hints,
+            arguments_sha256: self.arguments_sha256,
+            arguments: self.arguments,
             outcome,
             attempts,
             degraded: None,
             by: None,
             earlier: None,
-            session: self.session.as_ref().map(|key| key.as_str().to_owned()),
+            session: self.session.map(|key| key.as_str().to_owned()),
             redacted: None,
             withheld: None,
             phase,
@@ -894,33 +909,38 @@ impl Front {
         }
         let sent = ToolCall::new(listed.tool.clone()).arguments(arguments);
         let started = std::time::Instant::now();
-        // Boxed: the replay-safe client's future is kilobytes (its retry
-        // and read-back states), and this one is moved whole into each
-        // request's task.
-        let mut call = Box::pin(crate::budget::with_principal(
-            &record.principal,
-            client.call_tool(sent),
-        ));
-        let (outcome, synced) = match syncing {
-            Some(syncing) if syncing.is_callers() => {
-                // The one call running syncs on its own thread (no wake-up
-                // of the sync thread and back), once the upstream has its
-                // request: a first poll queues it, and yielding lets the
-                // task that writes it run first, so that the disk and the
-                // upstream work at once.
-                let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-                if first.is_pending() {
-                    tokio::task::yield_now().await;
+        // In a block of its own: the call's future borrows the record,
+        // which its last entry takes.
+        let (outcome, synced) = {
+            // Boxed: the replay-safe client's future is kilobytes (its
+            // retry and read-back states), and this one is moved whole
+            // into each request's task.
+            let mut call = Box::pin(crate::budget::with_principal(
+                &record.principal,
+                client.call_tool(sent),
+            ));
+            match syncing {
+                Some(syncing) if syncing.is_callers() => {
+                    // The one call running syncs on its own thread (no wake-up
+                    // of the sync thread and back), once the upstream has its
+                    // request: a first poll queues it, and yielding lets the
+                    // task that writes it run first, so that the disk and the
+                    // upstream work at once.
+                    let first =
+                        std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+                    if first.is_pending() {
+                        tokio::task::yield_now().await;
+                    }
+                    let synced = syncing.synced().await;
+                    let outcome = match first {
+                        Poll::Ready(outcome) => outcome,
+                        Poll::Pending => call.await,
+                    };
+                    (outcome, Some(synced))
                 }
-                let synced = syncing.synced().await;
-                let outcome = match first {
-                    Poll::Ready(outcome) => outcome,
-                    Poll::Pending => call.await,
-                };
-                (outcome, Some(synced))
+                Some(syncing) => (call.await, Some(syncing.synced().await)),
+                None => (call.await, None),
             }
-            Some(syncing) => (call.await, Some(syncing.synced().await)),
-            None => (call.await, None),
         };
         let elapsed = started.elapsed();
         let measured = measured_outcome(&outcome);
@@ -965,7 +985,7 @@ impl Front {
             };
             self.remember(session, &record.id, &finished).await;
         }
-        let mut finished = record.entry(
+        let mut finished = record.into_entry(
             Phase::Finished,
             decision,
             rule,
@@ -978,7 +998,7 @@ impl Front {
             let error = error.to_string();
             // The call ran: its answer is the caller's. The missing entry
             // is said where the operator sees it.
-            let (id, error) = (&record.id, mcp_hints_core::escape::one_line(&error));
+            let (id, error) = (&finished.id, mcp_hints_core::escape::one_line(&error));
             tracing::error!(
                 call_id = %id,
                 %outcome,
