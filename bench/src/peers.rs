@@ -164,11 +164,23 @@ pub async fn serve_gateway(
     config: &Path,
     name: String,
 ) -> Result<(Process, String), String> {
+    serve_gateway_with(binaries, config, name, &[]).await
+}
+
+/// [`serve_gateway`] with `env` added to the gateway's environment
+/// (`TOKIO_WORKER_THREADS`, say).
+pub async fn serve_gateway_with(
+    binaries: &Binaries,
+    config: &Path,
+    name: String,
+    env: &[(&str, String)],
+) -> Result<(Process, String), String> {
     let mut command = Command::new(&binaries.gateway);
     command
         .args(["gateway", "serve", "--config"])
         .arg(config)
-        .env("NO_COLOR", "1");
+        .env("NO_COLOR", "1")
+        .envs(env.iter().map(|(key, value)| (key, value)));
     let mut process = Process::spawn(name, command, false)?;
     let url = process
         .announced("gateway: serving MCP over streamable HTTP at ")

@@ -17,7 +17,11 @@
 //!    that header; their bodies are the same;
 //! 5. with `--baseline DIR`, the gateway of another build (its
 //!    `mcp-hints` and `notes` in DIR), log on disk and on tmpfs, in the
-//!    same rounds, with the ratios of this build's gateway to it.
+//!    same rounds, with the ratios of this build's gateway to it;
+//! 6. with `--worker-threads N`, this build's gateway on a runtime of N
+//!    worker threads (`TOKIO_WORKER_THREADS=N`, read by Tokio; the default
+//!    is one per core), log on disk and on tmpfs, in the same rounds, with
+//!    its p50 overhead and the ratios of the default gateway to it.
 //!
 //! Every request is the same stateless MCP 2026-07-28 POST to `/mcp`: a
 //! `tools/call` of `list_notes` (`notes__list_notes` through the gateway)
@@ -53,7 +57,7 @@
 //! `--bin-dir`; `wrk` on the `PATH`, `apt-get install wrk`):
 //!
 //! ```sh
-//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin http_load_bench -- [--rounds N (5)] [--seconds N (2)] [--concurrency LIST (1,8,64)] [--disk-dir DIR] [--tmpfs-dir DIR (/dev/shm)] [--bin-dir DIR]
+//! cargo build --release -p mcp-hints-cli -p mcp-hints-examples && cargo run --release -p mcp-hints-bench --bin http_load_bench -- [--rounds N (5)] [--seconds N (2)] [--concurrency LIST (1,8,64)] [--disk-dir DIR] [--tmpfs-dir DIR (/dev/shm)] [--bin-dir DIR] [--baseline DIR] [--worker-threads N]
 //! ```
 
 use std::fmt::Write as _;
@@ -64,8 +68,8 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_hints_bench::peers::{
-    Process, TempDir, binaries, install_mcp_proxy, start_gateway, start_mcp_proxy,
-    start_notes_http, toml_string_list, which,
+    Process, TempDir, binaries, gateway_config, install_mcp_proxy, serve_gateway_with,
+    start_gateway, start_mcp_proxy, start_notes_http, toml_string_list, which,
 };
 use mcp_hints_bench::{median, peers};
 use serde_json::{Value, json};
@@ -111,6 +115,12 @@ struct Options {
     /// a noisy machine's drift between two runs cannot blur.
     #[arg(long, value_name = "DIR")]
     baseline: Option<PathBuf>,
+    /// Adds this build's gateway on a multi-thread runtime of N worker
+    /// threads (`TOKIO_WORKER_THREADS=N`; the default is one per core),
+    /// log on disk and on tmpfs, to the same rounds, with its p50 overhead
+    /// and the ratios of the default gateway to it.
+    #[arg(long, value_name = "N", value_parser = peers::at_least_one)]
+    worker_threads: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -122,7 +132,7 @@ fn main() -> ExitCode {
 /// One server under load: where it is, how a request names the tool, and
 /// the processes behind it (stopped when it drops, in order).
 struct Setup {
-    name: &'static str,
+    name: String,
     /// `HOST:PORT`.
     address: String,
     tool: &'static str,
@@ -169,7 +179,7 @@ async fn run(options: &Options) -> Result<(), String> {
     let mut setups = Vec::new();
     let (server, url) = start_notes_http(&binaries.notes).await?;
     setups.push(Setup::new(
-        "direct, notes --http",
+        "direct, notes --http".into(),
         &url,
         "list_notes",
         None,
@@ -178,7 +188,7 @@ async fn run(options: &Options) -> Result<(), String> {
     let (gateway, url) =
         start_gateway(&binaries, &disk, &disk.0, "disk", &token, &upstream).await?;
     setups.push(Setup::new(
-        "gateway, stdio upstream, log on disk",
+        "gateway, stdio upstream, log on disk".into(),
         &url,
         "notes__list_notes",
         Some(bearer.clone()),
@@ -187,7 +197,7 @@ async fn run(options: &Options) -> Result<(), String> {
     let (gateway, url) =
         start_gateway(&binaries, &disk, &tmpfs.0, "tmpfs", &token, &upstream).await?;
     setups.push(Setup::new(
-        "gateway, stdio upstream, log on tmpfs",
+        "gateway, stdio upstream, log on tmpfs".into(),
         &url,
         "notes__list_notes",
         Some(bearer.clone()),
@@ -195,7 +205,7 @@ async fn run(options: &Options) -> Result<(), String> {
     )?);
     let (proxy, url) = start_mcp_proxy(&proxy, &binaries.notes, &["--stateless"]).await?;
     let mut proxy = Setup::new(
-        "mcp-proxy 0.13.0, stdio upstream",
+        "mcp-proxy 0.13.0, stdio upstream".into(),
         &url,
         "list_notes",
         None,
@@ -203,7 +213,11 @@ async fn run(options: &Options) -> Result<(), String> {
     )?;
     proxy.protocol = "2025-11-25";
     setups.push(proxy);
+    // Each further pair of set-ups (log on disk, log on tmpfs) is
+    // compared with this build's default gateway.
+    let mut others = Vec::new();
     if let Some(dir) = &options.baseline {
+        others.push("baseline gateway".to_owned());
         let baseline = peers::binaries(Some(dir))?;
         let upstream = format!(
             "command = {}",
@@ -216,13 +230,38 @@ async fn run(options: &Options) -> Result<(), String> {
             let (gateway, url) =
                 start_gateway(&baseline, &disk, logs, label, &token, &upstream).await?;
             setups.push(Setup::new(
-                name,
+                name.to_owned(),
                 &url,
                 "notes__list_notes",
                 Some(bearer.clone()),
                 vec![gateway],
             )?);
         }
+    }
+    if let Some(threads) = options.worker_threads {
+        let other = format!(
+            "gateway, {threads} worker thread{}",
+            if threads == 1 { "" } else { "s" }
+        );
+        for (logs, log) in [(&disk.0, "disk"), (&tmpfs.0, "tmpfs")] {
+            let label = format!("threads-{threads}-{log}");
+            let config = gateway_config(&disk, logs, &label, &token, &upstream)?;
+            let (gateway, url) = serve_gateway_with(
+                &binaries,
+                &config,
+                format!("gateway ({label})"),
+                &[("TOKIO_WORKER_THREADS", threads.to_string())],
+            )
+            .await?;
+            setups.push(Setup::new(
+                format!("{other}, log on {log}"),
+                &url,
+                "notes__list_notes",
+                Some(bearer.clone()),
+                vec![gateway],
+            )?);
+        }
+        others.push(other);
     }
     for setup in &mut setups {
         setup.ready().await?;
@@ -269,7 +308,7 @@ async fn run(options: &Options) -> Result<(), String> {
             options.rounds
         );
     }
-    print!("{}", report(options, &setups, sync));
+    print!("{}", report(options, &setups, &others, sync));
     // The processes are stopped as `setups` drops, then the scratch
     // directories are removed.
     drop(setups);
@@ -278,7 +317,7 @@ async fn run(options: &Options) -> Result<(), String> {
 
 impl Setup {
     fn new(
-        name: &'static str,
+        name: String,
         url: &str,
         tool: &'static str,
         authorization: Option<String>,
@@ -554,7 +593,11 @@ fn fdatasync_micros(dir: &Path) -> Result<SyncCost, String> {
 
 /// The tables: per concurrency, each set-up's figures; then the ratios
 /// with their goals.
-fn report(options: &Options, setups: &[Setup], sync: SyncCost) -> String {
+/// The tables: every set-up's figures; the default gateway's ratios to
+/// direct and to `mcp-proxy` beside the goals, and to each pair of
+/// `others` (the set-ups after the first four, two by two); the p50
+/// overheads at concurrency 1.
+fn report(options: &Options, setups: &[Setup], others: &[String], sync: SyncCost) -> String {
     let medians = |runs: &[Run]| -> Run {
         let of = |pick: fn(&Run) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
         Run {
@@ -587,13 +630,14 @@ fn report(options: &Options, setups: &[Setup], sync: SyncCost) -> String {
             );
         }
     }
-    let (direct, disk, tmpfs, proxy, baseline) = match setups {
-        [direct, disk, tmpfs, proxy] => (direct, disk, tmpfs, proxy, None),
-        [direct, disk, tmpfs, proxy, old_disk, old_tmpfs] => {
-            (direct, disk, tmpfs, proxy, Some((old_disk, old_tmpfs)))
-        }
-        _ => return out,
+    let [direct, disk, tmpfs, proxy, rest @ ..] = setups else {
+        return out;
     };
+    let pairs: Vec<(&String, &Setup, &Setup)> = others
+        .iter()
+        .zip(rest.chunks_exact(2))
+        .map(|(other, pair)| (other, &pair[0], &pair[1]))
+        .collect();
     let _ = writeln!(out, "\n| ratio (requests/s) | concurrency | ratio | goal |");
     let _ = writeln!(out, "|---|---|---|---|");
     for (slot, &concurrency) in options.concurrency.iter().enumerate() {
@@ -618,11 +662,11 @@ fn report(options: &Options, setups: &[Setup], sync: SyncCost) -> String {
                 rate(gateway) / rate(proxy)
             );
         }
-        if let Some((old_disk, old_tmpfs)) = baseline {
-            for (gateway, old, log) in [(disk, old_disk, "disk"), (tmpfs, old_tmpfs, "tmpfs")] {
+        for &(other, other_disk, other_tmpfs) in &pairs {
+            for (gateway, old, log) in [(disk, other_disk, "disk"), (tmpfs, other_tmpfs, "tmpfs")] {
                 let _ = writeln!(
                     out,
-                    "| gateway (log on {log}) / baseline gateway | {concurrency} | {:.2}x |  |",
+                    "| gateway (log on {log}) / {other} | {concurrency} | {:.2}x |  |",
                     rate(gateway) / rate(old)
                 );
             }
@@ -643,6 +687,14 @@ fn report(options: &Options, setups: &[Setup], sync: SyncCost) -> String {
             SYNC_PAUSE.as_micros(),
             sync.paused,
         );
+        for &(other, other_disk, other_tmpfs) in &pairs {
+            let _ = writeln!(
+                out,
+                "{other}: p50 overhead {:.0} µs with the log on disk, {:.0} µs on tmpfs",
+                p50(other_disk) - p50(direct),
+                p50(other_tmpfs) - p50(direct),
+            );
+        }
     }
     out
 }
