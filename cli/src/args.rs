@@ -104,8 +104,9 @@ pub enum GatewayCommand {
     /// Writes a starter config (the repository's examples/gateway.toml: the
     /// `notes` example server behind a deny, a require_approval, a
     /// rate_limit and a session rule and a secret filter, every key
-    /// explained) and prints the commands to run
-    /// next. An existing file is never overwritten (exit 2).
+    /// explained; in a clone's root its paths name the clone's `target/`)
+    /// and prints the commands to run next. An existing file is never
+    /// overwritten (exit 2).
     Init(InitArgs),
     /// Validates a config and prints, for each tool `serve` would serve, its
     /// namespaced name, its effective hints with their sources, and the

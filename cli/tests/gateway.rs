@@ -3319,6 +3319,44 @@ fn gateway_init_writes_the_starter_config_and_never_overwrites() {
 }
 
 #[test]
+fn gateway_init_in_a_clones_root_names_its_target_directory() {
+    // A clone's root: it holds examples/gateway.toml.
+    let dir = scratch("init-root");
+    std::fs::create_dir_all(dir.join("examples")).unwrap();
+    std::fs::write(dir.join("examples/gateway.toml"), starter_config()).unwrap();
+    let path = dir.join("gateway.toml");
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), path.as_os_str()], &[]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        written,
+        starter_config().replace("\"../target/", "\"target/")
+    );
+    assert!(!written.contains("../"), "{written}");
+    assert!(
+        stdout.contains(&format!(
+            "note: its `notes` upstream runs {}, which is not there yet",
+            dir.join("target/debug/notes").display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "note: its audit log goes into {}, which is not there yet",
+            dir.join("target").display()
+        )),
+        "{stdout}"
+    );
+    // Once built there, nothing is missing: no note.
+    std::fs::create_dir_all(dir.join("target/debug")).unwrap();
+    std::fs::write(dir.join("target/debug/notes"), "").unwrap();
+    let again = dir.join("again.toml");
+    let (status, stdout, stderr) = gateway_command(&["init".as_ref(), again.as_os_str()], &[]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(!stdout.contains("note:"), "{stdout}");
+}
+
+#[test]
 fn gateway_check_lists_every_tool_with_its_rule_and_binds_nothing() {
     let dir = scratch("check");
     // Both ports the config names are taken by listeners of this test's

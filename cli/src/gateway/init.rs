@@ -19,8 +19,17 @@ const NOTES_PROGRAM: &str = "../target/debug/notes";
 /// directory.
 const LOG_PATH: &str = "../target/gateway-audit.jsonl";
 
-/// Writes [`STARTER`] to `args.path` (never over an existing file) and
-/// prints what it wrote and the commands to run next; exit status 0.
+/// Whether `dir` is a clone's root (it holds examples/gateway.toml):
+/// there [`STARTER`]'s `../target/`, relative to the clone's examples/
+/// directory, would leave the clone, so the file written names `target/`.
+fn is_clone_root(dir: &Path) -> bool {
+    dir.join("examples").join("gateway.toml").is_file()
+}
+
+/// Writes [`STARTER`] to `args.path` (never over an existing file; in a
+/// clone's root, a directory holding examples/gateway.toml, with its
+/// `../target/` paths made `target/`) and prints what it wrote and the
+/// commands to run next; exit status 0.
 ///
 /// # Errors
 ///
@@ -44,7 +53,17 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
         }
         Err(error) => return Err(format!("{shown}: cannot create it: {error}")),
     };
-    file.write_all(STARTER.as_bytes())
+    let dir = std::path::absolute(path)
+        .ok()
+        .and_then(|path| path.parent().map(Path::to_owned))
+        .unwrap_or_default();
+    let at_root = is_clone_root(&dir);
+    let starter = if at_root {
+        STARTER.replace("\"../target/", "\"target/").into()
+    } else {
+        std::borrow::Cow::Borrowed(STARTER)
+    };
+    file.write_all(starter.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|error| format!("{shown}: cannot write it: {error}"))?;
     let config = shell_word(&path.to_string_lossy());
@@ -52,16 +71,16 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
         "wrote {shown}: a starter config serving the `notes` example server at \
          http://127.0.0.1:8787/mcp, with deny, require_approval, rate_limit and session rules and a secret filter\n"
     );
-    let dir = std::path::absolute(path)
-        .ok()
-        .and_then(|path| path.parent().map(Path::to_owned))
-        .unwrap_or_default();
-    // `../target/debug/notes`, without the `..` in what is shown.
+    // `../target/debug/notes`, without the `..` in what is shown; in a
+    // clone's root, `target/debug/notes`.
     let beside = |relative: &str| {
-        relative
-            .strip_prefix("../")
-            .and_then(|rest| Some(dir.parent()?.join(rest)))
-            .unwrap_or_else(|| dir.join(relative))
+        let relative = relative.strip_prefix("../").unwrap_or(relative);
+        if at_root {
+            dir.join(relative)
+        } else {
+            dir.parent()
+                .map_or_else(|| dir.join(relative), |parent| parent.join(relative))
+        }
     };
     let notes = beside(NOTES_PROGRAM);
     let log_dir = beside(LOG_PATH)
