@@ -3264,6 +3264,27 @@ fn gateway_command(
     )
 }
 
+/// Asserts that `init`'s output says the starter's audit log directory
+/// (`target`) and its `notes` program (`target/debug/notes`) are not there
+/// yet, each with what makes it.
+fn says_what_is_missing(stdout: &str, target: &Path) {
+    assert!(
+        stdout.contains(&format!(
+            "note: its audit log goes into {}, which is not there yet: create it (`mkdir -p {}`)",
+            target.display(),
+            target.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "note: its `notes` upstream runs {}, which is not there yet",
+            target.join("debug/notes").display()
+        )),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn gateway_init_writes_the_starter_config_and_never_overwrites() {
     let dir = scratch("init");
@@ -3277,24 +3298,7 @@ fn gateway_init_writes_the_starter_config_and_never_overwrites() {
         stdout.starts_with(&format!("wrote {shown}: a starter config")),
         "{stdout}"
     );
-    // No DIR/target for the audit log: said, with the command that makes it.
-    let target = dir.join("target");
-    assert!(
-        stdout.contains(&format!(
-            "note: its audit log goes into {}, which is not there yet: create it (`mkdir -p {}`)",
-            target.display(),
-            target.display()
-        )),
-        "{stdout}"
-    );
-    // Nothing at DIR/target/debug/notes: said, with the build command.
-    assert!(
-        stdout.contains(&format!(
-            "note: its `notes` upstream runs {}, which is not there yet",
-            dir.join("target/debug/notes").display()
-        )),
-        "{stdout}"
-    );
+    says_what_is_missing(&stdout, &dir.join("target"));
     assert!(
         stdout.ends_with(&format!(
             "next:\n  export ALICE_TOKEN=$(openssl rand -hex 16) \
@@ -3333,20 +3337,7 @@ fn gateway_init_in_a_clones_root_names_its_target_directory() {
         starter_config().replace("\"../target/", "\"target/")
     );
     assert!(!written.contains("../"), "{written}");
-    assert!(
-        stdout.contains(&format!(
-            "note: its `notes` upstream runs {}, which is not there yet",
-            dir.join("target/debug/notes").display()
-        )),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(&format!(
-            "note: its audit log goes into {}, which is not there yet",
-            dir.join("target").display()
-        )),
-        "{stdout}"
-    );
+    says_what_is_missing(&stdout, &dir.join("target"));
     // Once built there, nothing is missing: no note.
     std::fs::create_dir_all(dir.join("target/debug")).unwrap();
     std::fs::write(dir.join("target/debug/notes"), "").unwrap();
