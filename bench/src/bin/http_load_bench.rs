@@ -591,8 +591,6 @@ fn fdatasync_micros(dir: &Path) -> Result<SyncCost, String> {
     Ok(cost)
 }
 
-/// The tables: per concurrency, each set-up's figures; then the ratios
-/// with their goals.
 /// The tables: every set-up's figures; the default gateway's ratios to
 /// direct and to `mcp-proxy` beside the goals, and to each pair of
 /// `others` (the set-ups after the first four, two by two); the p50

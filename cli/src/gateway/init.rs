@@ -73,15 +73,12 @@ pub fn run(args: &InitArgs) -> Result<u8, String> {
     );
     // `../target/debug/notes`, without the `..` in what is shown; in a
     // clone's root, `target/debug/notes`.
-    let beside = |relative: &str| {
-        let relative = relative.strip_prefix("../").unwrap_or(relative);
-        if at_root {
-            dir.join(relative)
-        } else {
-            dir.parent()
-                .map_or_else(|| dir.join(relative), |parent| parent.join(relative))
-        }
+    let base = if at_root {
+        &dir
+    } else {
+        dir.parent().unwrap_or(&dir)
     };
+    let beside = |relative: &str| base.join(relative.strip_prefix("../").unwrap_or(relative));
     let notes = beside(NOTES_PROGRAM);
     let log_dir = beside(LOG_PATH)
         .parent()
