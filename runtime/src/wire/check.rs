@@ -21,20 +21,21 @@
 //! The id in every answer the guard writes is the id's JSON text exactly as
 //! the peer sent it ([`RawId`]), never a re-serialization of its value.
 //!
-//! Then the caller turns the value into rmcp's message type and calls
+//! Then the caller reads the message as rmcp's type ([`read`]) and calls
 //! [`settle`], which refuses what rmcp would misread.
 
 use mcp_hints_core::escape;
 use rmcp::model::{
-    CallToolRequestMethod, CancelTaskMethod, ClientJsonRpcMessage, ClientRequest,
+    CallToolRequest, CallToolRequestMethod, CancelTaskMethod, ClientJsonRpcMessage, ClientRequest,
     CompleteRequestMethod, ConstString, DiscoverRequestMethod, ErrorCode, GetPromptRequestMethod,
-    GetSkillRequestMethod, GetTaskMethod, InitializeResultMethod, ListPromptsRequestMethod,
-    ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListSkillsRequestMethod,
-    ListToolsRequestMethod, PingRequestMethod, ReadResourceDirectoryRequestMethod,
-    ReadResourceRequestMethod, RequestId, SetLevelRequestMethod, SubscribeRequestMethod,
-    SubscriptionsListenRequestMethod, UnsubscribeRequestMethod, UpdateTaskMethod,
+    GetSkillRequestMethod, GetTaskMethod, InitializeResultMethod, JsonRpcRequest,
+    ListPromptsRequestMethod, ListResourceTemplatesRequestMethod, ListResourcesRequestMethod,
+    ListSkillsRequestMethod, ListToolsRequestMethod, PingRequestMethod,
+    ReadResourceDirectoryRequestMethod, ReadResourceRequestMethod, RequestId,
+    SetLevelRequestMethod, SubscribeRequestMethod, SubscriptionsListenRequestMethod,
+    UnsubscribeRequestMethod, UpdateTaskMethod,
 };
-use serde::de::{Deserializer as _, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, Deserializer as _, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::map::Entry;
 use serde_json::value::RawValue;
@@ -603,8 +604,58 @@ fn response(object: Map<String, Value>) -> Verdict {
     }
 }
 
+/// Where [`read`] reads a message that passed [`check`] from: its JSON
+/// text (`&[u8]`, as rmcp's streamable HTTP service reads a body), or the
+/// value [`check`] made of it (`&Value`).
+pub(crate) trait Source: Copy {
+    /// `T`, read from this source.
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
+}
+
+impl Source for &[u8] {
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(self)
+    }
+}
+
+impl Source for &Value {
+    fn read<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        T::deserialize(self)
+    }
+}
+
+/// rmcp's reading of a message that passed [`check`] as `kind`, from
+/// `source`, for [`settle`].
+///
+/// A `tools/call` request, the one a server or a gateway takes most, is
+/// read straight as rmcp's `CallToolRequest`. rmcp reads a request as its
+/// untagged `ClientRequest`, trying each variant in turn (`tools/call` is
+/// the 14th of 22), and makes, then drops, an error for each that fails:
+/// most of the cost of reading a small call. The message is the same: each
+/// variant before `CallToolRequest` takes one other method only, so only
+/// `CallToolRequest` can read a `tools/call`, and it reads it with the same
+/// types either way. A `tools/call` whose `params` do not fit it (rmcp
+/// reads it as its `CustomRequest`, which [`settle`] refuses), and every
+/// other message, is read as rmcp reads it.
+pub(crate) fn read(
+    source: impl Source,
+    kind: &Kind,
+) -> Result<ClientJsonRpcMessage, serde_json::Error> {
+    if let Kind::Request { method, .. } = kind
+        && method == CallToolRequestMethod::VALUE
+        && let Ok(call) = source.read::<JsonRpcRequest<CallToolRequest>>()
+    {
+        let request = ClientRequest::CallToolRequest(call.request);
+        return Ok(ClientJsonRpcMessage::Request(JsonRpcRequest::new(
+            call.id, request,
+        )));
+    }
+    source.read()
+}
+
 /// The last word on a message that passed [`check`], given rmcp's reading
-/// of it (`parsed`): the message to hand on, or the refusal or drop.
+/// of it (`parsed`, by [`read`]): the message to hand on, or the refusal
+/// or drop.
 ///
 /// A request rmcp cannot read is -32600 with its id; a request for a method
 /// rmcp models whose `params` do not fit (rmcp falls back to a custom
@@ -964,6 +1015,61 @@ mod tests {
             panic!("the envelope is sound");
         };
         assert!(settle(serde_json::from_value(value), &kind).is_ok());
+    }
+
+    #[test]
+    fn a_tool_call_reads_as_rmcp_reads_it() {
+        // Each passes `check`; `read` must give what rmcp's own reading
+        // gives, from the text and from the value, fitting or not.
+        let fitting = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a\u0062","method":"tools/call","params":{"name":"n\u00e9","arguments":null}}"#,
+            r#"{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"add","arguments":{"a":[1,1.0,-0,1e2,12345678901234567890,-3],"b":{"c":"\ud83d\ude00","d":null,"e":true}}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"x","arguments":{}}}"#,
+            r#"{"params":{"other":true,"name":"x","requestState":"s"},"extra":{"y":1},"id":3,"method":"tools/call","jsonrpc":"2.0"}"#,
+        ];
+        let misfits = [
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","requestState":5}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":"m"}}"#,
+        ];
+        for (line, fits) in fitting
+            .iter()
+            .map(|line| (line, true))
+            .chain(misfits.iter().map(|line| (line, false)))
+        {
+            let Verdict::Pass { value, kind } = check(line.as_bytes(), 128) else {
+                panic!("{line}: the envelope is sound");
+            };
+            let rmcp_text = serde_json::from_slice::<ClientJsonRpcMessage>(line.as_bytes());
+            let rmcp_value = serde_json::from_value::<ClientJsonRpcMessage>(value.clone());
+            for (ours, rmcp) in [
+                (read(line.as_bytes(), &kind), rmcp_text),
+                (read(&value, &kind), rmcp_value),
+            ] {
+                // `ClientRequest` has no `PartialEq`: every field, as
+                // `Debug` shows it, the JSON rmcp writes of it, or the
+                // same error.
+                let shown = |read: &Result<ClientJsonRpcMessage, serde_json::Error>| {
+                    read.as_ref()
+                        .map(|message| {
+                            (
+                                format!("{message:?}"),
+                                serde_json::to_value(message).unwrap(),
+                            )
+                        })
+                        .map_err(ToString::to_string)
+                };
+                assert_eq!(shown(&ours), shown(&rmcp), "{line}");
+                let called = matches!(
+                    ours,
+                    Ok(ClientJsonRpcMessage::Request(JsonRpcRequest {
+                        request: ClientRequest::CallToolRequest(_),
+                        ..
+                    }))
+                );
+                assert_eq!(called, fits, "{line}");
+            }
+        }
     }
 
     #[test]

@@ -306,8 +306,7 @@ impl HttpGuard {
             Verdict::Pass { kind, .. } => {
                 // rmcp parses the body again itself: read it the same way, so
                 // that what passes here is what rmcp reads.
-                let parsed = serde_json::from_slice::<ClientJsonRpcMessage>(body);
-                match check::settle(parsed, &kind) {
+                match check::settle(check::read(body, &kind), &kind) {
                     Ok(message) => return Ok(message),
                     Err(verdict) => verdict,
                 }

@@ -307,7 +307,7 @@ where
                 return None;
             }
         };
-        let message = match check::settle(serde_json::from_value(value), &kind) {
+        let message = match check::settle(check::read(&value, &kind), &kind) {
             Ok(message) => message,
             Err(verdict) => {
                 self.refuse_or_drop(verdict);
