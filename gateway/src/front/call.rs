@@ -925,9 +925,16 @@ impl Front {
                     // of the sync thread and back), once the upstream has its
                     // request: a first poll queues it, and yielding lets the
                     // task that writes it run first, so that the disk and the
-                    // upstream work at once.
-                    let first =
-                        std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+                    // upstream work at once. That first poll leaves a waker
+                    // that does nothing: an answer arriving while this
+                    // thread waits on the disk would otherwise wake this
+                    // task while it runs, and it would be queued and polled
+                    // once more for nothing after the call (another worker
+                    // woken to steal it). The poll after the sync leaves the
+                    // task's own waker.
+                    let first = call
+                        .as_mut()
+                        .poll(&mut Context::from_waker(std::task::Waker::noop()));
                     if first.is_pending() {
                         tokio::task::yield_now().await;
                     }
