@@ -58,10 +58,14 @@ const CALL_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
-/// The buckets of [`AUDIT_SYNC_DURATION`], in seconds: an SSD's
-/// `fdatasync` takes well under a millisecond, a loaded disk's tens.
+/// The buckets of [`AUDIT_SYNC_DURATION`], in seconds: 50 µs apart up to
+/// half a millisecond, where an SSD's or a virtual disk's `fdatasync`
+/// lands and where each one delays a call's answer (a quantile read from
+/// them is within 25 µs), then coarser up to a loaded disk's tens of
+/// milliseconds and a stalled one's second.
 const SYNC_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+    0.00005, 0.0001, 0.00015, 0.0002, 0.00025, 0.0003, 0.00035, 0.0004, 0.00045, 0.0005, 0.0006,
+    0.0008, 0.001, 0.0015, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
 /// How a forwarded call ended, as [`UPSTREAM_CALL_DURATION`]'s `outcome`
@@ -416,12 +420,12 @@ mod tests {
             samples.contains(&"mcp_hints_gateway_audit_sync_duration_seconds_count 1"),
             "{text}"
         );
-        assert!(
-            samples.contains(
-                &r#"mcp_hints_gateway_audit_sync_duration_seconds_bucket{le="0.0005"} 1"#
-            ),
-            "{text}"
-        );
+        for (bound, count) in [("0.00025", 0), ("0.0003", 1), ("0.0005", 1)] {
+            let sample = format!(
+                "mcp_hints_gateway_audit_sync_duration_seconds_bucket{{le=\"{bound}\"}} {count}"
+            );
+            assert!(samples.contains(&sample.as_str()), "{text}");
+        }
         let other = two.render().unwrap();
         assert!(!other.contains("_total{"), "{other}");
     }
