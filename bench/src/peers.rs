@@ -188,6 +188,31 @@ pub async fn serve_gateway_with(
     Ok((process, url))
 }
 
+/// Starts `mcp-hints gateway serve --config CONFIG` as `name`, `env` added
+/// to its environment, on a config of [`gateway_config_admin`]: its MCP URL
+/// and its admin endpoint's (`http://HOST:PORT`), once it says where it
+/// serves both.
+pub async fn serve_gateway_admin(
+    binaries: &Binaries,
+    config: &Path,
+    name: String,
+    env: &[(&str, String)],
+) -> Result<(Process, String, String), String> {
+    let mut command = Command::new(&binaries.gateway);
+    command
+        .args(["gateway", "serve", "--config"])
+        .arg(config)
+        .env("NO_COLOR", "1")
+        .envs(env.iter().map(|(key, value)| (key, value)));
+    let mut process = Process::spawn(name, command, false)?;
+    // The admin endpoint is said first.
+    let admin = process.announced("gateway: admin endpoint at ").await?;
+    let url = process
+        .announced("gateway: serving MCP over streamable HTTP at ")
+        .await?;
+    Ok((process, url, admin))
+}
+
 /// Writes a gateway config into `scratch`, its audit log in `logs`; its
 /// path.
 pub fn gateway_config(
@@ -210,11 +235,42 @@ pub fn gateway_config_with(
     upstream: &str,
     extra: &str,
 ) -> Result<PathBuf, String> {
+    write_gateway_config(scratch, logs, label, token, upstream, "", extra)
+}
+
+/// [`gateway_config`] with an admin endpoint on a free loopback port
+/// (`listen.admin_http`), whose bearer token the gateway reads from the
+/// environment variable `token_env`: for its `GET /metrics`, which
+/// [`serve_gateway_admin`] finds.
+pub fn gateway_config_admin(
+    scratch: &TempDir,
+    logs: &Path,
+    label: &str,
+    token: &str,
+    upstream: &str,
+    token_env: &str,
+) -> Result<PathBuf, String> {
+    let admin = format!("[admin]\ntoken_env = {}\n", toml_string(token_env));
+    let listen = "admin_http = \"127.0.0.1:0\"\n";
+    write_gateway_config(scratch, logs, label, token, upstream, listen, &admin)
+}
+
+/// The config of [`gateway_config_with`], with `listen` (keys) added to
+/// its `[listen]` table.
+fn write_gateway_config(
+    scratch: &TempDir,
+    logs: &Path,
+    label: &str,
+    token: &str,
+    upstream: &str,
+    listen: &str,
+    extra: &str,
+) -> Result<PathBuf, String> {
     let log = logs.join(format!("audit-{label}.jsonl"));
     let config = format!(
         r#"[listen]
 http = "127.0.0.1:0"
-
+{listen}
 [[client]]
 principal = "bench"
 token = {token}
