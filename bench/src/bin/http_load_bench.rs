@@ -51,13 +51,13 @@
 //! (`mcp_hints_gateway_audit_sync_duration_seconds`, 50 µs buckets below
 //! half a millisecond) from `GET /metrics`; the run's median sync is
 //! interpolated in its buckets. Each round's p50 overhead less that
-//! median is the gateway's own share, held to 100 µs. A sync measured
-//! apart from the gateway, even at its pace, is not the one its calls
-//! wait for: on a virtual machine the gateway's syncs took 30 to 50%
-//! longer than a probe's, the other processes' work and interrupts
-//! falling on the same two cores. The program still prints such a probe
-//! on `--disk-dir` (the median of 200 appends of one audit line, each
-//! synced, back to back and 300 µs apart).
+//! median is the gateway's own share, held to 100 µs. A sync probed
+//! apart from the gateway, once before the runs, is not the one its calls
+//! wait for during them: a virtual machine's disk drifts (the same probe
+//! gave 218 µs and 300 µs minutes apart on one), and the gateway syncs
+//! two lines at a time at its own pace. The program still prints such a
+//! probe on `--disk-dir` (the median of 200 appends of one audit line,
+//! each synced, back to back and 300 µs apart).
 //!
 //! Everything is on loopback; the run takes about `rounds × concurrencies ×
 //! set-ups × seconds` plus start-up, and stops by itself. Every process it starts
@@ -897,10 +897,8 @@ fn report(options: &Options, setups: &[Setup], others: &[String], sync: SyncCost
 /// gateway made itself in the same runs (`gateway`'s runs with the log on
 /// disk, `direct`'s in the same rounds): each round's p50 overhead less
 /// the p50 of that run's syncs is the gateway's own share, which the goal
-/// holds to at most [`GOAL_P50_SLACK_MICROS`]. A sync probed apart from
-/// the gateway, even at the same pace, misses what the gateway's load
-/// does to it (two lines per sync, the upstream's process and the
-/// gateway's other thread working meanwhile).
+/// holds to at most [`GOAL_P50_SLACK_MICROS`]. Round by round, so that a
+/// disk that drifts between rounds moves both figures together.
 fn own_share(gateway: &[Run], direct: &[Run]) -> String {
     let rounds: Vec<(f64, SyncsMeasured)> = gateway
         .iter()
