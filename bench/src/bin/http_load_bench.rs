@@ -53,9 +53,10 @@
 //! interpolated in its buckets. Each round's p50 overhead less that
 //! median is the gateway's own share, held to 100 µs. A sync probed
 //! apart from the gateway, once before the runs, is not the one its calls
-//! wait for during them: a virtual machine's disk drifts (the same probe
-//! gave 218 µs and 300 µs minutes apart on one), and the gateway syncs
-//! two lines at a time at its own pace. The program still prints such a
+//! wait for during them: a virtual machine's disk drifts (this probe gave
+//! 232, 278 and 233 µs back to back in three runs within an hour on one,
+//! while the gateway's syncs took 321 µs in the third), and the gateway
+//! syncs two lines at a time at its own pace. The program still prints such a
 //! probe on `--disk-dir` (the median of 200 appends of one audit line,
 //! each synced, back to back and 300 µs apart).
 //!
