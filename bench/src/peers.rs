@@ -175,17 +175,29 @@ pub async fn serve_gateway_with(
     name: String,
     env: &[(&str, String)],
 ) -> Result<(Process, String), String> {
+    let mut process = spawn_gateway(binaries, config, name, env)?;
+    let url = process.announced(SERVING_MCP).await?;
+    Ok((process, url))
+}
+
+/// What the gateway says, before its URL, once it serves MCP over HTTP.
+const SERVING_MCP: &str = "gateway: serving MCP over streamable HTTP at ";
+
+/// Starts `mcp-hints gateway serve --config CONFIG` as `name`, `env` added
+/// to its environment.
+fn spawn_gateway(
+    binaries: &Binaries,
+    config: &Path,
+    name: String,
+    env: &[(&str, String)],
+) -> Result<Process, String> {
     let mut command = Command::new(&binaries.gateway);
     command
         .args(["gateway", "serve", "--config"])
         .arg(config)
         .env("NO_COLOR", "1")
         .envs(env.iter().map(|(key, value)| (key, value)));
-    let mut process = Process::spawn(name, command, false)?;
-    let url = process
-        .announced("gateway: serving MCP over streamable HTTP at ")
-        .await?;
-    Ok((process, url))
+    Process::spawn(name, command, false)
 }
 
 /// Starts `mcp-hints gateway serve --config CONFIG` as `name`, `env` added
@@ -198,18 +210,10 @@ pub async fn serve_gateway_admin(
     name: String,
     env: &[(&str, String)],
 ) -> Result<(Process, String, String), String> {
-    let mut command = Command::new(&binaries.gateway);
-    command
-        .args(["gateway", "serve", "--config"])
-        .arg(config)
-        .env("NO_COLOR", "1")
-        .envs(env.iter().map(|(key, value)| (key, value)));
-    let mut process = Process::spawn(name, command, false)?;
-    // The admin endpoint is said first.
+    let mut process = spawn_gateway(binaries, config, name, env)?;
+    // The admin endpoint is said first (`serve` starts it first).
     let admin = process.announced("gateway: admin endpoint at ").await?;
-    let url = process
-        .announced("gateway: serving MCP over streamable HTTP at ")
-        .await?;
+    let url = process.announced(SERVING_MCP).await?;
     Ok((process, url, admin))
 }
 
