@@ -94,6 +94,27 @@ pub(crate) fn sha256_text(hash: &[u8]) -> String {
     text
 }
 
+/// The 32 bytes of a digest [`sha256_text`] wrote; `None` for any other
+/// text (uppercase hex included, so that the bytes write back as the text).
+pub(crate) fn sha256_bytes(text: &str) -> Option<[u8; 32]> {
+    let hex = text.strip_prefix("sha256:")?.as_bytes();
+    // Checked all at once, without a branch per digit: `0-9` and `a-f`.
+    let lowercase_hex = hex.len() == 64
+        && hex.iter().fold(true, |all, digit| {
+            all & (digit.is_ascii_digit() | (b'a'..=b'f').contains(digit))
+        });
+    if !lowercase_hex {
+        return None;
+    }
+    // A digit's low four bits, plus 9 for a letter (`a` is 0x61).
+    let value = |digit: u8| (digit & 0xf) + 9 * (digit >> 6);
+    let mut bytes = [0; 32];
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = value(pair[0]) << 4 | value(pair[1]);
+    }
+    Some(bytes)
+}
+
 fn write_object(members: &Map<String, Value>, left_out: Option<&str>, out: &mut Vec<u8>) {
     let kept = |(name, _): &(&String, &Value)| Some(name.as_str()) != left_out;
     // serde_json's map is sorted by code point (or, with its

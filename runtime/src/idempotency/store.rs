@@ -129,9 +129,9 @@ pub enum RecordState {
 
 /// A recorded `tools/call` result (MCP's `CallToolResult`, spec section
 /// Server Features › Tools › Tool Result): its JSON text, written once when
-/// the call completes and shared (cloning it counts a reference), so that a
-/// store keeping it in memory neither copies nor re-encodes it, and one
-/// sending it elsewhere (Redis) sends the text as it is.
+/// the call completes and shared (cloning it counts a reference), so that
+/// no store re-encodes it: the in-memory store copies the text into its
+/// own pages, and one sending it elsewhere (Redis) sends the text as it is.
 ///
 /// In a [`Record`]'s JSON it is the result object itself, not a string:
 /// `"result": {"content": [...]}`. Two are equal when their JSON is, member
@@ -149,6 +149,12 @@ impl RecordedResult {
     /// with non-string keys, a failing `Serialize` impl).
     pub fn of<T: Serialize + ?Sized>(result: &T) -> Result<RecordedResult, serde_json::Error> {
         Ok(RecordedResult(serde_json::to_string(result)?.into()))
+    }
+
+    /// The recorded result whose JSON text is `text`, as a store read it
+    /// back.
+    pub(crate) fn from_text(text: &str) -> RecordedResult {
+        RecordedResult(text.into())
     }
 
     /// The result's JSON text.
@@ -228,23 +234,12 @@ impl Record {
     /// `retention` after it was created, only until another call takes it
     /// over. The one rule every store applies.
     pub fn standing(&self, now_ms: u64, retention: Duration) -> Standing {
-        let retention = millis(retention);
         match &self.state {
             RecordState::Completed { completed_ms, .. } => {
-                if now_ms >= completed_ms.saturating_add(retention) {
-                    Standing::Expired
-                } else {
-                    Standing::Holds
-                }
+                Standing::of_completed(*completed_ms, now_ms, retention)
             }
             RecordState::InProgress { lease_until_ms, .. } => {
-                if now_ms < *lease_until_ms {
-                    Standing::Holds
-                } else if now_ms >= self.created_ms.saturating_add(retention) {
-                    Standing::Expired
-                } else {
-                    Standing::LeaseOver
-                }
+                Standing::of_in_progress(self.created_ms, *lease_until_ms, now_ms, retention)
             }
         }
     }
@@ -254,6 +249,35 @@ impl Record {
         match &self.state {
             RecordState::InProgress { token, .. } => Some(token),
             RecordState::Completed { .. } => None,
+        }
+    }
+}
+
+impl Standing {
+    /// [`Record::standing`] of a record completed at `completed_ms`, for a
+    /// store that keeps its records in a form of its own.
+    pub(crate) fn of_completed(completed_ms: u64, now_ms: u64, retention: Duration) -> Standing {
+        if now_ms >= completed_ms.saturating_add(millis(retention)) {
+            Standing::Expired
+        } else {
+            Standing::Holds
+        }
+    }
+
+    /// [`Record::standing`] of a record created at `created_ms` and in
+    /// progress under a lease until `lease_until_ms`.
+    pub(crate) fn of_in_progress(
+        created_ms: u64,
+        lease_until_ms: u64,
+        now_ms: u64,
+        retention: Duration,
+    ) -> Standing {
+        if now_ms < lease_until_ms {
+            Standing::Holds
+        } else if now_ms >= created_ms.saturating_add(millis(retention)) {
+            Standing::Expired
+        } else {
+            Standing::LeaseOver
         }
     }
 }
@@ -393,7 +417,7 @@ pub trait IdempotencyStore: Send + Sync + fmt::Debug + 'static {
     ) -> Result<bool, StoreError>;
 
     /// Records the call's `result` (a `tools/call` result's JSON text,
-    /// shared: a store keeping it in memory needs no copy) as completed at
+    /// shared: every attempt offers the same text) as completed at
     /// `now_ms`, kept for `retention`. Returns false, changing
     /// nothing, when the record is not in progress under `token`.
     ///
