@@ -63,13 +63,25 @@ pub fn write(value: &Value, out: &mut Vec<u8>) {
 /// is [`fingerprint::digest`](crate::fingerprint::digest) of the same
 /// object.
 pub fn arguments_digest(arguments: Option<&Map<String, Value>>, left_out: Option<&str>) -> String {
-    // Most arguments are small: one allocation holds their text.
-    let mut text = Vec::with_capacity(256);
-    match arguments {
-        Some(arguments) => write_object(arguments, left_out, &mut text),
-        None => text.extend_from_slice(b"{}"),
-    }
-    sha256_text(&Sha256::digest(&text))
+    let mut text = String::with_capacity(SHA256_TEXT_LEN);
+    push_arguments_digest(arguments, left_out, &mut text);
+    text
+}
+
+/// [`arguments_digest`], appended to `out`.
+pub(crate) fn push_arguments_digest(
+    arguments: Option<&Map<String, Value>>,
+    left_out: Option<&str>,
+    out: &mut String,
+) {
+    let hash: [u8; 32] = crate::scratch::with(|text| {
+        match arguments {
+            Some(arguments) => write_object(arguments, left_out, text),
+            None => text.extend_from_slice(b"{}"),
+        }
+        Sha256::digest(&*text).into()
+    });
+    push_sha256_text(&hash, out);
 }
 
 /// Whether `number` is held as a double of 2^63 or more in magnitude, and
@@ -82,16 +94,27 @@ pub fn may_be_rounded(number: &Number) -> bool {
     number.is_f64() && number.as_f64().is_some_and(|double| double.abs() >= BOUND)
 }
 
+/// The length of [`sha256_text`]'s text: `sha256:` and 64 digits.
+pub(crate) const SHA256_TEXT_LEN: usize = 7 + 64;
+
 /// `sha256:` and the hash's 64 lowercase hex digits.
-pub(crate) fn sha256_text(hash: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(7 + 2 * hash.len());
-    text.push_str("sha256:");
-    for byte in hash {
-        text.push(char::from(HEX[usize::from(byte >> 4)]));
-        text.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
+pub(crate) fn sha256_text(hash: &[u8; 32]) -> String {
+    let mut text = String::with_capacity(SHA256_TEXT_LEN);
+    push_sha256_text(hash, &mut text);
     text
+}
+
+/// [`sha256_text`], appended to `out`.
+pub(crate) fn push_sha256_text(hash: &[u8; 32], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0; 64];
+    for (pair, byte) in digits.chunks_exact_mut(2).zip(hash) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
+    }
+    out.push_str("sha256:");
+    // Hex digits only: ASCII.
+    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
 }
 
 /// The 32 bytes of a digest [`sha256_text`] wrote; `None` for any other
@@ -179,8 +202,9 @@ fn utf16_order(a: &str, b: &str) -> Ordering {
 /// A string as RFC 8785 §3.2.2.2 writes it (as ECMAScript's
 /// `JSON.stringify` does): `"` and `\` escaped, the control characters
 /// below U+0020 as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00xx`, every other
-/// character as itself.
-fn write_string(text: &str, out: &mut Vec<u8>) {
+/// character as itself: byte for byte what serde_json writes for a string,
+/// which record keys, written with it, rely on.
+pub(crate) fn write_string(text: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = text.as_bytes();

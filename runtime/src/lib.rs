@@ -24,6 +24,8 @@ pub mod testing;
 pub mod verify;
 pub mod wire;
 
+mod scratch;
+
 #[doc(hidden)]
 pub mod __private;
 

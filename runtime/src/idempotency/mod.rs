@@ -371,21 +371,23 @@ fn lease_token() -> String {
 /// A keyed call, checked and ready to be run by [`Idempotency::run`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyedCall {
-    tool: String,
-    key: String,
+    /// The tool's name, the key and the digest of the arguments, one after
+    /// the other: one allocation for the three.
+    text: String,
+    key_at: usize,
+    arguments_at: usize,
     record: RecordKey,
-    arguments: String,
 }
 
 impl KeyedCall {
     /// The tool called.
     pub fn tool(&self) -> &str {
-        &self.tool
+        &self.text[..self.key_at]
     }
 
     /// The call's idempotency key.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.text[self.key_at..self.arguments_at]
     }
 
     /// Where its record lives.
@@ -395,7 +397,7 @@ impl KeyedCall {
 
     /// The digest of its arguments without the key.
     pub fn arguments_digest(&self) -> &str {
-        &self.arguments
+        &self.text[self.arguments_at..]
     }
 }
 
@@ -454,11 +456,17 @@ impl Idempotency {
                     {
                         return Err(rounded_refused(tool, key_field, name, number));
                     }
+                    let mut text = String::with_capacity(
+                        tool.len() + key.len() + crate::canonical::SHA256_TEXT_LEN,
+                    );
+                    text.push_str(tool);
+                    text.push_str(key);
+                    crate::canonical::push_arguments_digest(arguments, Some(key_field), &mut text);
                     return Ok(KeyedCall {
-                        tool: tool.to_owned(),
-                        key: key.clone(),
+                        key_at: tool.len(),
+                        arguments_at: tool.len() + key.len(),
+                        text,
                         record: RecordKey::new(tool, caller, key),
-                        arguments: arguments_digest(arguments, key_field),
                     });
                 }
                 _ => "is longer than 255 characters",
@@ -501,7 +509,7 @@ impl Idempotency {
         let mut pause = defaults::WAIT_POLL_MIN;
         // Made once: a wait for a key in progress only moves its times.
         let mut claim = Claim {
-            arguments: call.arguments.clone(),
+            arguments: call.arguments_digest().to_owned(),
             token: lease_token(),
             now_ms: started_ms,
             lease_until_ms: after(started_ms, inner.lease),
@@ -516,20 +524,20 @@ impl Idempotency {
                 .map_err(|error| store_failed(call, &error))?;
             let record = match reservation {
                 Reservation::Reserved => {
-                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency key reserved: the call runs");
+                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency key reserved: the call runs");
                     break;
                 }
                 Reservation::TookOver { previous } => {
                     tracing::info!(
-                        tool = %call.tool, key = %escape::quoted(&call.key), created_ms = previous.created_ms,
+                        tool = %call.tool(), key = %escape::quoted(call.key()), created_ms = previous.created_ms,
                         "idempotency key taken over: the call that held it stopped renewing its lease (its process died), so this call runs"
                     );
                     break;
                 }
                 Reservation::Held(record) => record,
             };
-            if record.arguments != call.arguments {
-                tracing::info!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call refused: the key was first used with other arguments");
+            if record.arguments != call.arguments_digest() {
+                tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: the key was first used with other arguments");
                 return Err(refusal(
                     call,
                     codes::KEY_CONFLICT,
@@ -537,8 +545,8 @@ impl Idempotency {
                     format!(
                         "the idempotency key {} of `{}` was first used with other arguments: a \
                          key names one operation, so use a new key for new arguments",
-                        escape::quoted(&call.key),
-                        escape::shown(&call.tool)
+                        escape::quoted(call.key()),
+                        escape::shown(call.tool())
                     ),
                     None,
                 ));
@@ -548,7 +556,7 @@ impl Idempotency {
                     result,
                     completed_ms,
                 } => {
-                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call replayed: the recorded result is returned and the handler does not run");
+                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call replayed: the recorded result is returned and the handler does not run");
                     return replay(call, result, completed_ms);
                 }
                 RecordState::InProgress { lease_until_ms, .. } => {
@@ -558,7 +566,7 @@ impl Idempotency {
                         InProgress::Refuse => false,
                     };
                     if !wait_more {
-                        tracing::info!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call refused: a call with the same key is still running");
+                        tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: a call with the same key is still running");
                         let retry_after = lease_until_ms.saturating_sub(now_ms).clamp(1, 1_000);
                         return Err(refusal(
                             call,
@@ -567,8 +575,8 @@ impl Idempotency {
                             format!(
                                 "a call of `{}` with the idempotency key {} is still running; \
                                  retry later with the same key and arguments",
-                                escape::shown(&call.tool),
-                                escape::quoted(&call.key)
+                                escape::shown(call.tool()),
+                                escape::quoted(call.key())
                             ),
                             Some(retry_after),
                         ));
@@ -609,12 +617,12 @@ impl Idempotency {
                 Ok(CallToolResponse::Complete(result))
             }
             Ok(unfinished) => {
-                tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency key released: the call asked for input or became a task, so it has not finished");
+                tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency key released: the call asked for input or became a task, so it has not finished");
                 lease.release().await;
                 Ok(unfinished)
             }
             Err(error) => {
-                tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), code = error.code.0, "idempotency key released: the handler answered with a JSON-RPC error, so nothing was done");
+                tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), code = error.code.0, "idempotency key released: the handler answered with a JSON-RPC error, so nothing was done");
                 lease.release().await;
                 Err(error)
             }
@@ -648,8 +656,8 @@ impl Idempotency {
                     let until = after(now_ms, inner.lease);
                     match inner.store.renew(lease.record, &lease.token, now_ms, until).await {
                         Ok(true) => {}
-                        Ok(false) => tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), "idempotency lease lost: another call took the key over while this one still runs"),
-                        Err(error) => tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "idempotency lease not renewed: the store failed"),
+                        Ok(false) => tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency lease lost: another call took the key over while this one still runs"),
+                        Err(error) => tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "idempotency lease not renewed: the store failed"),
                     }
                 }
             }
@@ -665,7 +673,7 @@ impl Idempotency {
         let recorded = match RecordedResult::of(result) {
             Ok(recorded) => Some(recorded),
             Err(error) => {
-                tracing::error!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call's result cannot be recorded: it is not JSON");
+                tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call's result cannot be recorded: it is not JSON");
                 None
             }
         };
@@ -684,18 +692,18 @@ impl Idempotency {
                 .await
             {
                 Ok(true) => {
-                    tracing::debug!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call completed and recorded");
+                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed and recorded");
                     break;
                 }
                 Ok(false) => {
-                    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), "keyed call completed but not recorded: its lease was taken over meanwhile");
+                    tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed but not recorded: its lease was taken over meanwhile");
                     break;
                 }
                 Err(error) if attempt == defaults::COMPLETE_ATTEMPTS => {
-                    tracing::error!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
+                    tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
                 }
                 Err(error) => {
-                    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, attempt, "recording a keyed call's result failed; trying again");
+                    tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, attempt, "recording a keyed call's result failed; trying again");
                     tokio::time::sleep(defaults::WAIT_POLL_MIN * attempt).await;
                 }
             }
@@ -782,7 +790,7 @@ fn replay(
     let mut meta = result.meta.take().unwrap_or_default();
     meta.0.insert(
         REPLAYED_META_KEY.to_owned(),
-        json!({ "key": call.key, "recordedMs": completed_ms }),
+        json!({ "key": call.key(), "recordedMs": completed_ms }),
     );
     result.meta = Some(meta);
     Ok(CallToolResponse::Complete(result))
@@ -795,7 +803,7 @@ fn refusal(
     message: String,
     retry_after_ms: Option<u64>,
 ) -> ErrorData {
-    let mut data = json!({ "tool": call.tool, "idempotencyKey": call.key, "reason": reason });
+    let mut data = json!({ "tool": call.tool(), "idempotencyKey": call.key(), "reason": reason });
     if let Some(retry_after_ms) = retry_after_ms {
         data["retryAfterMs"] = retry_after_ms.into();
     }
@@ -803,12 +811,12 @@ fn refusal(
 }
 
 fn store_failed(call: &KeyedCall, error: &StoreError) -> ErrorData {
-    tracing::warn!(tool = %call.tool, key = %escape::quoted(&call.key), %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
+    tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
     refusal(
         call,
         codes::STORE_FAILED,
         "store",
-        format!("{error}, so `{}` was not run; retry later", call.tool),
+        format!("{error}, so `{}` was not run; retry later", call.tool()),
         None,
     )
 }

@@ -39,34 +39,30 @@ pub struct RecordKey(Arc<str>);
 impl RecordKey {
     /// The record key of `key` for `tool`, within `caller`'s scope.
     pub fn new(tool: &str, caller: Option<&str>, key: &str) -> RecordKey {
-        // Written piece by piece into one buffer of the right size, the
-        // same text `serde_json::to_string(&(tool, caller, key))` makes.
-        let caller_len = caller.map_or(4, str::len);
-        let mut text = Vec::with_capacity(tool.len() + caller_len + key.len() + 10);
-        text.push(b'[');
-        json_string(&mut text, tool);
-        text.push(b',');
-        match caller {
-            Some(caller) => json_string(&mut text, caller),
-            None => text.extend_from_slice(b"null"),
-        }
-        text.push(b',');
-        json_string(&mut text, key);
-        text.push(b']');
-        // serde_json writes UTF-8 only.
-        RecordKey(String::from_utf8(text).unwrap_or_default().into())
+        use crate::canonical::write_string;
+        // The text `serde_json::to_string(&(tool, caller, key))` makes,
+        // written piece by piece into a buffer that is not kept, so that the
+        // key costs one allocation, its own.
+        crate::scratch::with(|text| {
+            text.push(b'[');
+            write_string(tool, text);
+            text.push(b',');
+            match caller {
+                Some(caller) => write_string(caller, text),
+                None => text.extend_from_slice(b"null"),
+            }
+            text.push(b',');
+            write_string(key, text);
+            text.push(b']');
+            // Strings and ASCII only: UTF-8.
+            RecordKey(std::str::from_utf8(text).map(Arc::from).unwrap_or_default())
+        })
     }
 
     /// The key as stored: JSON text such as `["append_note",null,"k-1"]`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
-}
-
-/// Appends `value` as a JSON string, escaped as serde_json escapes it.
-fn json_string(out: &mut Vec<u8>, value: &str) {
-    // Writing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// The key for people: its JSON text with every character
@@ -148,7 +144,15 @@ impl RecordedResult {
     /// serde_json's error when `result` does not serialize to JSON (a map
     /// with non-string keys, a failing `Serialize` impl).
     pub fn of<T: Serialize + ?Sized>(result: &T) -> Result<RecordedResult, serde_json::Error> {
-        Ok(RecordedResult(serde_json::to_string(result)?.into()))
+        // Written into a buffer that is not kept, so that the text costs one
+        // allocation, the one it is kept in.
+        crate::scratch::with(|text| {
+            serde_json::to_writer(&mut *text, result)?;
+            // serde_json writes UTF-8 only.
+            Ok(RecordedResult(
+                std::str::from_utf8(text).map(Arc::from).unwrap_or_default(),
+            ))
+        })
     }
 
     /// The recorded result whose JSON text is `text`, as a store read it
