@@ -209,18 +209,24 @@ where
         });
     }
     ToolRoute::new_dyn(attr, move |context: ToolCallContext<'_, S>| {
-        let call = call.clone();
-        Box::pin(async move {
-            let idempotency = context.service.idempotency();
-            let caller = idempotency.caller_scope_of(&context.request_context);
-            let keyed = idempotency.prepare(
-                &context.name,
-                field,
-                context.arguments.as_ref(),
-                caller.as_deref(),
-            )?;
-            idempotency.run(&keyed, context.invoke(call)).await
-        })
+        // The call is checked and its handler made before the future is, so
+        // that the future holds only what runs it: the request's context
+        // goes into the handler's own future instead of being kept beside it.
+        let idempotency = context.service.idempotency();
+        let caller = idempotency.caller_scope_of(&context.request_context);
+        let keyed = idempotency.prepare(
+            &context.name,
+            field,
+            context.arguments.as_ref(),
+            caller.as_deref(),
+        );
+        match keyed {
+            Ok(keyed) => {
+                let handler = context.invoke(call.clone());
+                Box::pin(async move { idempotency.run(&keyed, handler).await })
+            }
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
     })
 }
 

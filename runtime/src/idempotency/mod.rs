@@ -516,7 +516,6 @@ impl Idempotency {
             retention: inner.retention,
         };
         loop {
-            let now_ms = claim.now_ms;
             let reservation = inner
                 .store
                 .reserve(&call.record, &claim)
@@ -528,67 +527,87 @@ impl Idempotency {
                     break;
                 }
                 Reservation::TookOver { previous } => {
-                    tracing::info!(
-                        tool = %call.tool(), key = %escape::quoted(call.key()), created_ms = previous.created_ms,
-                        "idempotency key taken over: the call that held it stopped renewing its lease (its process died), so this call runs"
-                    );
+                    took_over(call, &previous);
                     break;
                 }
                 Reservation::Held(record) => record,
             };
-            if record.arguments != call.arguments_digest() {
-                tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: the key was first used with other arguments");
-                return Err(refusal(
-                    call,
-                    codes::KEY_CONFLICT,
-                    "conflict",
-                    format!(
-                        "the idempotency key {} of `{}` was first used with other arguments: a \
-                         key names one operation, so use a new key for new arguments",
-                        escape::quoted(call.key()),
-                        escape::shown(call.tool())
-                    ),
-                    None,
-                ));
+            let waited = Duration::from_millis(claim.now_ms.saturating_sub(started_ms));
+            if let Some(answer) = self.held(call, record, claim.now_ms, waited) {
+                return answer;
             }
-            match record.state {
-                RecordState::Completed {
-                    result,
-                    completed_ms,
-                } => {
-                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call replayed: the recorded result is returned and the handler does not run");
-                    return replay(call, result, completed_ms);
+            // Boxed: only a call that waits needs a timer, and the future of
+            // every call would carry one otherwise.
+            Box::pin(tokio::time::sleep(pause)).await;
+            pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
+            claim.now_ms = clock.now_ms();
+            claim.lease_until_ms = after(claim.now_ms, inner.lease);
+        }
+        // Only the token goes on: the rest of the claim is not kept while
+        // the call runs.
+        let Claim { token, .. } = claim;
+        self.run_reserved(call, token, handler).await
+    }
+
+    /// The answer to a call whose key `record` holds at `now_ms`, after
+    /// waiting `waited` for it: the recorded result, or a refusal; `None`
+    /// to wait on. Kept out of [`run`](Self::run), whose future every call
+    /// polls, for the calls that find their key taken.
+    #[inline(never)]
+    fn held(
+        &self,
+        call: &KeyedCall,
+        record: Record,
+        now_ms: u64,
+        waited: Duration,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        if record.arguments != call.arguments_digest() {
+            tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: the key was first used with other arguments");
+            return Some(Err(refusal(
+                call,
+                codes::KEY_CONFLICT,
+                "conflict",
+                format!(
+                    "the idempotency key {} of `{}` was first used with other arguments: a \
+                     key names one operation, so use a new key for new arguments",
+                    escape::quoted(call.key()),
+                    escape::shown(call.tool())
+                ),
+                None,
+            )));
+        }
+        match record.state {
+            RecordState::Completed {
+                result,
+                completed_ms,
+            } => {
+                tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call replayed: the recorded result is returned and the handler does not run");
+                Some(replay(call, result, completed_ms))
+            }
+            RecordState::InProgress { lease_until_ms, .. } => {
+                let wait_more = match self.inner.in_progress {
+                    InProgress::Wait(limit) => waited < limit,
+                    InProgress::Refuse => false,
+                };
+                if wait_more {
+                    return None;
                 }
-                RecordState::InProgress { lease_until_ms, .. } => {
-                    let waited = Duration::from_millis(now_ms.saturating_sub(started_ms));
-                    let wait_more = match inner.in_progress {
-                        InProgress::Wait(limit) => waited < limit,
-                        InProgress::Refuse => false,
-                    };
-                    if !wait_more {
-                        tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: a call with the same key is still running");
-                        let retry_after = lease_until_ms.saturating_sub(now_ms).clamp(1, 1_000);
-                        return Err(refusal(
-                            call,
-                            codes::KEY_IN_PROGRESS,
-                            "in_progress",
-                            format!(
-                                "a call of `{}` with the idempotency key {} is still running; \
-                                 retry later with the same key and arguments",
-                                escape::shown(call.tool()),
-                                escape::quoted(call.key())
-                            ),
-                            Some(retry_after),
-                        ));
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
-                    claim.now_ms = clock.now_ms();
-                    claim.lease_until_ms = after(claim.now_ms, inner.lease);
-                }
+                tracing::info!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call refused: a call with the same key is still running");
+                let retry_after = lease_until_ms.saturating_sub(now_ms).clamp(1, 1_000);
+                Some(Err(refusal(
+                    call,
+                    codes::KEY_IN_PROGRESS,
+                    "in_progress",
+                    format!(
+                        "a call of `{}` with the idempotency key {} is still running; retry \
+                         later with the same key and arguments",
+                        escape::shown(call.tool()),
+                        escape::quoted(call.key())
+                    ),
+                    Some(retry_after),
+                )))
             }
         }
-        self.run_reserved(call, claim.token, handler).await
     }
 
     async fn run_reserved<F>(
@@ -639,13 +658,29 @@ impl Idempotency {
     where
         F: Future<Output = Result<CallToolResponse, ErrorData>>,
     {
-        let inner = &*self.inner;
-        // Most handlers finish on their first poll: they need no timer.
+        // Most handlers finish on their first poll: they need no timer, and
+        // the future of every call would carry one if the loop that renews
+        // were not boxed.
         if let std::task::Poll::Ready(outcome) =
             std::future::poll_fn(|cx| std::task::Poll::Ready(handler.as_mut().poll(cx))).await
         {
             return outcome;
         }
+        Box::pin(self.renew_until_done(call, lease, handler)).await
+    }
+
+    /// [`renewing`](Self::renewing) of a handler that did not finish at
+    /// once.
+    async fn renew_until_done<F>(
+        &self,
+        call: &KeyedCall,
+        lease: &Lease<'_>,
+        mut handler: std::pin::Pin<&mut F>,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: Future<Output = Result<CallToolResponse, ErrorData>>,
+    {
+        let inner = &*self.inner;
         let period = inner.lease / 3;
         loop {
             tokio::select! {
@@ -670,17 +705,49 @@ impl Idempotency {
     async fn record(&self, call: &KeyedCall, lease: &mut Lease<'_>, result: &CallToolResult) {
         let inner = &*self.inner;
         // Written once; each attempt shares the text.
-        let recorded = match RecordedResult::of(result) {
-            Ok(recorded) => Some(recorded),
+        match RecordedResult::of(result) {
+            Ok(recorded) => {
+                let now_ms = inner.clock.now_ms();
+                let first = inner
+                    .store
+                    .complete(
+                        lease.record,
+                        &lease.token,
+                        recorded.clone(),
+                        now_ms,
+                        inner.retention,
+                    )
+                    .await;
+                if let Err(error) = completed(call, first, 1) {
+                    // Boxed: only a failing store needs the retries and
+                    // their timer, and the future of every call would carry
+                    // them otherwise.
+                    Box::pin(self.record_again(call, lease, recorded, error)).await;
+                }
+            }
             Err(error) => {
                 tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call's result cannot be recorded: it is not JSON");
-                None
             }
-        };
-        for attempt in 1..=defaults::COMPLETE_ATTEMPTS {
-            let Some(recorded) = &recorded else { break };
+        }
+        // Whatever happened, the key must not be released now: the call ran.
+        lease.held = false;
+    }
+
+    /// The attempts of [`record`](Self::record) after the first failed with
+    /// `error`.
+    async fn record_again(
+        &self,
+        call: &KeyedCall,
+        lease: &Lease<'_>,
+        recorded: RecordedResult,
+        mut error: StoreError,
+    ) {
+        let inner = &*self.inner;
+        for attempt in 2..=defaults::COMPLETE_ATTEMPTS {
+            tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, attempt = attempt - 1, "recording a keyed call's result failed; trying again");
+            tokio::time::sleep(defaults::WAIT_POLL_MIN * (attempt - 1)).await;
             let now_ms = inner.clock.now_ms();
-            match inner
+            let outcome = inner
                 .store
                 .complete(
                     lease.record,
@@ -689,27 +756,42 @@ impl Idempotency {
                     now_ms,
                     inner.retention,
                 )
-                .await
-            {
-                Ok(true) => {
-                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed and recorded");
-                    break;
-                }
-                Ok(false) => {
-                    tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed but not recorded: its lease was taken over meanwhile");
-                    break;
-                }
-                Err(error) if attempt == defaults::COMPLETE_ATTEMPTS => {
-                    tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
-                }
-                Err(error) => {
-                    tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, attempt, "recording a keyed call's result failed; trying again");
-                    tokio::time::sleep(defaults::WAIT_POLL_MIN * attempt).await;
-                }
+                .await;
+            match completed(call, outcome, attempt) {
+                Ok(()) => return,
+                Err(again) => error = again,
             }
         }
-        // Whatever happened, the key must not be released now: the call ran.
-        lease.held = false;
+        tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
+    }
+}
+
+/// Logs a key taken over from a call whose lease is over.
+#[cold]
+fn took_over(call: &KeyedCall, previous: &Record) {
+    tracing::info!(
+        tool = %call.tool(), key = %escape::quoted(call.key()), created_ms = previous.created_ms,
+        "idempotency key taken over: the call that held it stopped renewing its lease (its process died), so this call runs"
+    );
+}
+
+/// Logs what the store answered to attempt `attempt` at recording a keyed
+/// call's result; its error, when it failed.
+fn completed(
+    call: &KeyedCall,
+    outcome: Result<bool, StoreError>,
+    attempt: u32,
+) -> Result<(), StoreError> {
+    match outcome {
+        Ok(true) => {
+            tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), attempt, "keyed call completed and recorded");
+            Ok(())
+        }
+        Ok(false) => {
+            tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed but not recorded: its lease was taken over meanwhile");
+            Ok(())
+        }
+        Err(error) => Err(error),
     }
 }
 
