@@ -190,6 +190,9 @@ pub struct Idempotency {
 
 struct Inner {
     store: Arc<dyn IdempotencyStore>,
+    /// `store`, when it is a [`MemoryStore`]: it answers at once, so a call
+    /// asks it directly rather than through a boxed future.
+    memory: Option<Arc<MemoryStore>>,
     retention: Duration,
     lease: Duration,
     in_progress: InProgress,
@@ -221,6 +224,7 @@ impl Default for Idempotency {
 #[must_use]
 pub struct IdempotencyBuilder {
     store: Option<Arc<dyn IdempotencyStore>>,
+    memory: Option<Arc<MemoryStore>>,
     retention: Duration,
     lease: Duration,
     in_progress: InProgress,
@@ -231,13 +235,17 @@ pub struct IdempotencyBuilder {
 impl IdempotencyBuilder {
     /// Keeps records in `store` (default: a new [`MemoryStore`]).
     pub fn store(mut self, store: impl IdempotencyStore) -> Self {
-        self.store = Some(Arc::new(store));
+        let store = Arc::new(store);
+        let any: Arc<dyn std::any::Any + Send + Sync> = store.clone();
+        self.memory = any.downcast().ok();
+        self.store = Some(store);
         self
     }
 
     /// Keeps records in a store shared with other layers or servers.
     pub fn shared_store(mut self, store: Arc<dyn IdempotencyStore>) -> Self {
         self.store = Some(store);
+        self.memory = None;
         self
     }
 
@@ -287,9 +295,17 @@ impl IdempotencyBuilder {
 
     /// The configured layer.
     pub fn build(self) -> Idempotency {
+        let (store, memory) = match self.store {
+            Some(store) => (store, self.memory),
+            None => {
+                let memory = Arc::new(MemoryStore::new());
+                (memory.clone() as Arc<dyn IdempotencyStore>, Some(memory))
+            }
+        };
         Idempotency {
             inner: Arc::new(Inner {
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                store,
+                memory,
                 retention: self.retention,
                 lease: self.lease,
                 in_progress: self.in_progress,
@@ -406,6 +422,7 @@ impl Idempotency {
     pub fn builder() -> IdempotencyBuilder {
         IdempotencyBuilder {
             store: None,
+            memory: None,
             retention: defaults::RETENTION,
             lease: defaults::LEASE,
             in_progress: InProgress::default(),
@@ -516,11 +533,11 @@ impl Idempotency {
             retention: inner.retention,
         };
         loop {
-            let reservation = inner
-                .store
-                .reserve(&call.record, &claim)
-                .await
-                .map_err(|error| store_failed(call, &error))?;
+            let reservation = match &inner.memory {
+                Some(memory) => memory.reserve_now(&call.record, &claim),
+                None => inner.store.reserve(&call.record, &claim).await,
+            }
+            .map_err(|error| store_failed(call, &error))?;
             let record = match reservation {
                 Reservation::Reserved => {
                     tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency key reserved: the call runs");
@@ -708,16 +725,23 @@ impl Idempotency {
         match RecordedResult::of(result) {
             Ok(recorded) => {
                 let now_ms = inner.clock.now_ms();
-                let first = inner
-                    .store
-                    .complete(
-                        lease.record,
-                        &lease.token,
-                        recorded.clone(),
-                        now_ms,
-                        inner.retention,
-                    )
-                    .await;
+                let first = match &inner.memory {
+                    Some(memory) => {
+                        Ok(memory.complete_now(lease.record, &lease.token, &recorded, now_ms))
+                    }
+                    None => {
+                        inner
+                            .store
+                            .complete(
+                                lease.record,
+                                &lease.token,
+                                recorded.clone(),
+                                now_ms,
+                                inner.retention,
+                            )
+                            .await
+                    }
+                };
                 if let Err(error) = completed(call, first, 1) {
                     // Boxed: only a failing store needs the retries and
                     // their timer, and the future of every call would carry

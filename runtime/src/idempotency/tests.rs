@@ -89,6 +89,32 @@ async fn same_key_and_arguments_replay_without_running() {
     assert!(marker["recordedMs"].as_u64().unwrap() > 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_memory_store_asked_directly_or_as_a_shared_store_answers_alike() {
+    let shared: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let layers = [
+        // Asked directly: the default, and a `MemoryStore` given by value.
+        Idempotency::default(),
+        Idempotency::builder().store(MemoryStore::new()).build(),
+        // Asked through the store trait, as any other store is.
+        Idempotency::builder().shared_store(shared).build(),
+    ];
+    assert!(layers[0].inner.memory.is_some() && layers[1].inner.memory.is_some());
+    assert!(layers[2].inner.memory.is_none());
+    for idempotency in layers {
+        let counter = Counter::default();
+        let first = call(&idempotency, json!({"request_id": "k", "text": "hi"}));
+        let result = complete(idempotency.run(&first, counter.answer("one")).await);
+        assert_eq!(text(&result), "one");
+        let replayed = complete(idempotency.run(&first, counter.answer("two")).await);
+        assert_eq!((counter.runs(), text(&replayed)), (1, "one".to_owned()));
+        let other = call(&idempotency, json!({"request_id": "k", "text": "other"}));
+        let error = refused(idempotency.run(&other, counter.answer("three")).await);
+        assert_eq!(error.code.0, codes::KEY_CONFLICT);
+        assert_eq!(counter.runs(), 1);
+    }
+}
+
 #[test]
 fn integers_beyond_two_to_the_53_are_compared_exactly() {
     let digest = |value: Value| arguments_digest(Some(&arguments(value)), "request_id");
