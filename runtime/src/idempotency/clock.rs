@@ -29,6 +29,10 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
     fn now(&self) -> SystemTime {
         C::now(self)
     }
+
+    fn now_ms(&self) -> u64 {
+        C::now_ms(self)
+    }
 }
 
 /// The default clock: the wall-clock time when it was made, advanced by
@@ -38,14 +42,19 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
 #[derive(Debug)]
 pub struct TokioClock {
     wall: SystemTime,
+    /// `wall` since the Unix epoch, when it is after it: what `now_ms`
+    /// adds tokio's time to, without a `SystemTime` on every read.
+    since_epoch: Option<Duration>,
     start: tokio::time::Instant,
 }
 
 impl TokioClock {
     /// A clock reading the wall-clock time now.
     pub fn new() -> TokioClock {
+        let wall = SystemTime::now();
         TokioClock {
-            wall: SystemTime::now(),
+            wall,
+            since_epoch: wall.duration_since(UNIX_EPOCH).ok(),
             start: tokio::time::Instant::now(),
         }
     }
@@ -60,6 +69,13 @@ impl Default for TokioClock {
 impl Clock for TokioClock {
     fn now(&self) -> SystemTime {
         self.wall + self.start.elapsed()
+    }
+
+    fn now_ms(&self) -> u64 {
+        match self.since_epoch {
+            Some(since_epoch) => millis(since_epoch.saturating_add(self.start.elapsed())),
+            None => self.now().duration_since(UNIX_EPOCH).map_or(0, millis),
+        }
     }
 }
 
@@ -90,5 +106,19 @@ mod tests {
         let before = clock.now_ms();
         tokio::time::advance(Duration::from_secs(3600)).await;
         assert_eq!(clock.now_ms() - before, 3_600_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_reads_in_milliseconds_the_time_it_reads() {
+        let shared = std::sync::Arc::new(TokioClock::new());
+        for step in [0, 1, 999_999, 1_000_000, 1_500_000] {
+            tokio::time::advance(Duration::from_nanos(step)).await;
+            let millis_of_now = shared.now().duration_since(UNIX_EPOCH).map_or(0, millis);
+            assert_eq!(TokioClock::now_ms(&shared), millis_of_now);
+            assert_eq!(
+                <std::sync::Arc<TokioClock> as Clock>::now_ms(&shared),
+                millis_of_now
+            );
+        }
     }
 }

@@ -373,14 +373,16 @@ fn rounded_number<'a>(
 /// A token unique to one call: this process's random UUID and a count, so
 /// that no two calls anywhere share one, without a system call per call.
 fn lease_token() -> String {
-    use std::fmt::Write;
     static PROCESS: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| uuid::Uuid::new_v4().to_string());
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut token = String::with_capacity(PROCESS.len() + 21);
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(call);
+    let mut token = String::with_capacity(PROCESS.len() + 1 + digits.len());
     token.push_str(&PROCESS);
-    let _ = write!(token, "-{call}");
+    token.push('-');
+    token.push_str(digits);
     token
 }
 
