@@ -64,16 +64,16 @@ pub fn write(value: &Value, out: &mut Vec<u8>) {
 /// object.
 pub fn arguments_digest(arguments: Option<&Map<String, Value>>, left_out: Option<&str>) -> String {
     let mut text = String::with_capacity(SHA256_TEXT_LEN);
-    push_arguments_digest(arguments, left_out, &mut text);
+    let _ = push_arguments_digest(arguments, left_out, &mut text);
     text
 }
 
-/// [`arguments_digest`], appended to `out`.
+/// [`arguments_digest`], appended to `out`; the hash's bytes.
 pub(crate) fn push_arguments_digest(
     arguments: Option<&Map<String, Value>>,
     left_out: Option<&str>,
     out: &mut String,
-) {
+) -> [u8; 32] {
     let hash: [u8; 32] = crate::scratch::with(|text| {
         match arguments {
             Some(arguments) => write_object(arguments, left_out, text),
@@ -82,6 +82,7 @@ pub(crate) fn push_arguments_digest(
         Sha256::digest(&*text).into()
     });
     push_sha256_text(&hash, out);
+    hash
 }
 
 /// Whether `number` is held as a double of 2^63 or more in magnitude, and

@@ -131,6 +131,37 @@ impl Digest {
     }
 }
 
+/// A [`Claim`] as the store reads it, borrowed: a keyed call that asks
+/// the store directly ([`MemoryStore::reserve_now`]) gives its digest as
+/// the bytes it already has, and copies nothing.
+#[derive(Clone, Copy)]
+pub(crate) struct Ask<'a> {
+    pub(crate) arguments: Arguments<'a>,
+    pub(crate) token: &'a str,
+    pub(crate) now_ms: u64,
+    pub(crate) lease_until_ms: u64,
+    pub(crate) retention: Duration,
+}
+
+/// [`Claim::arguments`]: the bytes of a SHA-256 digest, or the text.
+#[derive(Clone, Copy)]
+pub(crate) enum Arguments<'a> {
+    Sha256(&'a [u8; 32]),
+    Text(&'a str),
+}
+
+impl<'a> Ask<'a> {
+    fn of(claim: &'a Claim) -> Ask<'a> {
+        Ask {
+            arguments: Arguments::Text(&claim.arguments),
+            token: &claim.token,
+            now_ms: claim.now_ms,
+            lease_until_ms: claim.lease_until_ms,
+            retention: claim.retention,
+        }
+    }
+}
+
 impl Slot {
     fn key<'a>(&'a self, texts: &'a Texts) -> &'a [u8] {
         match &self.state {
@@ -381,20 +412,23 @@ impl State {
         self.hasher.hash_one(key.as_str().as_bytes())
     }
 
-    /// The in-progress record `claim` stores ([`Claim::record`]) under
+    /// The in-progress record `ask` stores ([`Claim::record`]) under
     /// `key`, numbered from `next_id`.
-    fn slot(next_id: &mut u64, hash: u64, key: &RecordKey, claim: &Claim) -> Slot {
+    fn slot(next_id: &mut u64, hash: u64, key: &RecordKey, ask: Ask<'_>) -> Slot {
         let id = *next_id;
         *next_id += 1;
         Slot {
             hash,
             id,
-            arguments: Digest::of(&claim.arguments),
-            created_ms: claim.now_ms,
+            arguments: match ask.arguments {
+                Arguments::Sha256(bytes) => Digest::Sha256(*bytes),
+                Arguments::Text(text) => Digest::of(text),
+            },
+            created_ms: ask.now_ms,
             state: SlotState::InProgress {
                 key: key.clone(),
-                token: claim.token.clone(),
-                lease_until_ms: claim.lease_until_ms,
+                token: ask.token.to_owned(),
+                lease_until_ms: ask.lease_until_ms,
             },
         }
     }
@@ -521,11 +555,11 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// [`IdempotencyStore::reserve`], answered at once.
+    /// [`IdempotencyStore::reserve`] of `ask`, answered at once.
     pub(crate) fn reserve_now(
         &self,
         key: &RecordKey,
-        claim: &Claim,
+        ask: Ask<'_>,
     ) -> Result<Reservation, StoreError> {
         let mut state = self.state();
         let state = &mut *state;
@@ -537,13 +571,13 @@ impl MemoryStore {
             ..
         } = state;
         if let Some(found) = State::find(records, texts, hash, key) {
-            let standing = found.standing(claim.now_ms, claim.retention);
+            let standing = found.standing(ask.now_ms, ask.retention);
             if standing == Standing::Holds {
                 return Ok(Reservation::Held(found.record(texts)?));
             }
             // A record that no longer holds its key is replaced in its
             // place: the store keeps as many records as before.
-            let gone = std::mem::replace(found, State::slot(next_id, hash, key, claim));
+            let gone = std::mem::replace(found, State::slot(next_id, hash, key, ask));
             let answer = match standing {
                 Standing::LeaseOver => Reservation::TookOver {
                     previous: gone.record(texts)?,
@@ -555,27 +589,43 @@ impl MemoryStore {
         }
         if !state.make_room(
             self.capacity,
-            claim.now_ms,
-            claim.retention,
+            ask.now_ms,
+            ask.retention,
             self.evict_unexpired,
         ) {
             return Err(StoreError::Full {
                 capacity: self.capacity,
             });
         }
-        let slot = State::slot(&mut state.next_id, hash, key, claim);
+        let slot = State::slot(&mut state.next_id, hash, key, ask);
         state.records.insert_unique(hash, slot, |slot| slot.hash);
         Ok(Reservation::Reserved)
     }
 
-    /// [`IdempotencyStore::complete`], answered at once; it never fails.
-    pub(crate) fn complete_now(
+    /// [`IdempotencyStore::complete`] of `result` serialized, answered at
+    /// once: its text goes from the buffer it is written into straight
+    /// into the store's pages.
+    ///
+    /// # Errors
+    ///
+    /// serde_json's error when `result` does not serialize to JSON; then
+    /// nothing is changed.
+    pub(crate) fn complete_serialized<T: serde::Serialize + ?Sized>(
         &self,
         key: &RecordKey,
         token: &str,
-        result: &RecordedResult,
+        result: &T,
         now_ms: u64,
-    ) -> bool {
+    ) -> Result<bool, serde_json::Error> {
+        crate::scratch::with(|text| {
+            serde_json::to_writer(&mut *text, result)?;
+            Ok(self.complete_text(key, token, text, now_ms))
+        })
+    }
+
+    /// Records `result`, a `tools/call` result's JSON text, under `key` when
+    /// it is in progress under `token`; whether it was.
+    fn complete_text(&self, key: &RecordKey, token: &str, result: &[u8], now_ms: u64) -> bool {
         // Retention is checked on every read (`Slot::standing`), and
         // capacity evicts the oldest: nothing to schedule here.
         let mut state = self.state();
@@ -585,9 +635,7 @@ impl MemoryStore {
         let Some(found) = found.filter(|slot| slot.token() == Some(token)) else {
             return false;
         };
-        let span = state
-            .texts
-            .add(key.as_str().as_bytes(), result.as_str().as_bytes());
+        let span = state.texts.add(key.as_str().as_bytes(), result);
         found.state = SlotState::Completed {
             texts: span,
             completed_ms: now_ms,
@@ -618,7 +666,7 @@ impl Default for MemoryStore {
 #[async_trait]
 impl IdempotencyStore for MemoryStore {
     async fn reserve(&self, key: &RecordKey, claim: &Claim) -> Result<Reservation, StoreError> {
-        self.reserve_now(key, claim)
+        self.reserve_now(key, Ask::of(claim))
     }
 
     async fn renew(
@@ -655,7 +703,7 @@ impl IdempotencyStore for MemoryStore {
         now_ms: u64,
         _retention: Duration,
     ) -> Result<bool, StoreError> {
-        Ok(self.complete_now(key, token, &result, now_ms))
+        Ok(self.complete_text(key, token, result.as_str().as_bytes(), now_ms))
     }
 
     async fn release(&self, key: &RecordKey, token: &str) -> Result<bool, StoreError> {

@@ -115,6 +115,7 @@ pub use store::{
 };
 
 use clock::after;
+use memory::{Arguments, Ask};
 
 /// The `_meta` key of a keyed tool's definition naming the argument that
 /// carries its idempotency key: `"_meta": {"mcp-hints/idempotencyKey":
@@ -394,6 +395,8 @@ pub struct KeyedCall {
     text: String,
     key_at: usize,
     arguments_at: usize,
+    /// The digest's bytes, which the in-memory store keeps.
+    digest: [u8; 32],
     record: RecordKey,
 }
 
@@ -480,11 +483,16 @@ impl Idempotency {
                     );
                     text.push_str(tool);
                     text.push_str(key);
-                    crate::canonical::push_arguments_digest(arguments, Some(key_field), &mut text);
+                    let digest = crate::canonical::push_arguments_digest(
+                        arguments,
+                        Some(key_field),
+                        &mut text,
+                    );
                     return Ok(KeyedCall {
                         key_at: tool.len(),
                         arguments_at: tool.len() + key.len(),
                         text,
+                        digest,
                         record: RecordKey::new(tool, caller, key),
                     });
                 }
@@ -493,14 +501,7 @@ impl Idempotency {
             None | Some(Value::Null) => "is missing",
             Some(_) => "is not a string",
         };
-        Err(ErrorData::invalid_params(
-            format!(
-                "the idempotency key `{key_field}` of `{tool}` {problem}: send a string of 1 to \
-                 {} characters that names this operation, and the same one on every resend",
-                defaults::MAX_KEY_CHARS
-            ),
-            Some(json!({ "tool": tool, "idempotencyKeyField": key_field })),
-        ))
+        Err(key_refused(tool, key_field, problem))
     }
 
     /// Runs `handler` for `call` at most once per key: reserves the key,
@@ -526,45 +527,66 @@ impl Idempotency {
         let clock = &inner.clock;
         let started_ms = clock.now_ms();
         let mut pause = defaults::WAIT_POLL_MIN;
-        // Made once: a wait for a key in progress only moves its times.
-        let mut claim = Claim {
-            arguments: call.arguments_digest().to_owned(),
-            token: lease_token(),
-            now_ms: started_ms,
-            lease_until_ms: after(started_ms, inner.lease),
-            retention: inner.retention,
-        };
-        loop {
-            let reservation = match &inner.memory {
-                Some(memory) => memory.reserve_now(&call.record, &claim),
-                None => inner.store.reserve(&call.record, &claim).await,
-            }
-            .map_err(|error| store_failed(call, &error))?;
-            let record = match reservation {
-                Reservation::Reserved => {
-                    tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency key reserved: the call runs");
-                    break;
+        let token = lease_token();
+        // Scoped: nothing of the reservation but the token is kept while the
+        // call runs.
+        {
+            let mut now_ms = started_ms;
+            // Made once, for a store other than the in-memory one (a wait for
+            // a key in progress only moves its times), and boxed, so that the
+            // future of a call to the in-memory store does not carry it.
+            let mut claim: Option<Box<Claim>> = None;
+            loop {
+                let lease_until_ms = after(now_ms, inner.lease);
+                let reservation = match &inner.memory {
+                    Some(memory) => memory.reserve_now(
+                        &call.record,
+                        Ask {
+                            arguments: Arguments::Sha256(&call.digest),
+                            token: &token,
+                            now_ms,
+                            lease_until_ms,
+                            retention: inner.retention,
+                        },
+                    ),
+                    None => {
+                        let claim = claim.get_or_insert_with(|| {
+                            Box::new(Claim {
+                                arguments: call.arguments_digest().to_owned(),
+                                token: token.clone(),
+                                now_ms,
+                                lease_until_ms,
+                                retention: inner.retention,
+                            })
+                        });
+                        claim.now_ms = now_ms;
+                        claim.lease_until_ms = lease_until_ms;
+                        inner.store.reserve(&call.record, claim).await
+                    }
                 }
-                Reservation::TookOver { previous } => {
-                    took_over(call, &previous);
-                    break;
+                .map_err(|error| store_failed(call, &error))?;
+                let record = match reservation {
+                    Reservation::Reserved => {
+                        tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), "idempotency key reserved: the call runs");
+                        break;
+                    }
+                    Reservation::TookOver { previous } => {
+                        took_over(call, &previous);
+                        break;
+                    }
+                    Reservation::Held(record) => record,
+                };
+                let waited = Duration::from_millis(now_ms.saturating_sub(started_ms));
+                if let Some(answer) = self.held(call, record, now_ms, waited) {
+                    return answer;
                 }
-                Reservation::Held(record) => record,
-            };
-            let waited = Duration::from_millis(claim.now_ms.saturating_sub(started_ms));
-            if let Some(answer) = self.held(call, record, claim.now_ms, waited) {
-                return answer;
+                // Boxed: only a call that waits needs a timer, and the future
+                // of every call would carry one otherwise.
+                Box::pin(tokio::time::sleep(pause)).await;
+                pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
+                now_ms = clock.now_ms();
             }
-            // Boxed: only a call that waits needs a timer, and the future of
-            // every call would carry one otherwise.
-            Box::pin(tokio::time::sleep(pause)).await;
-            pause = (pause * 2).min(defaults::WAIT_POLL_MAX);
-            claim.now_ms = clock.now_ms();
-            claim.lease_until_ms = after(claim.now_ms, inner.lease);
         }
-        // Only the token goes on: the rest of the claim is not kept while
-        // the call runs.
-        let Claim { token, .. } = claim;
         self.run_reserved(call, token, handler).await
     }
 
@@ -723,40 +745,46 @@ impl Idempotency {
     /// the result still reaches this caller.
     async fn record(&self, call: &KeyedCall, lease: &mut Lease<'_>, result: &CallToolResult) {
         let inner = &*self.inner;
-        // Written once; each attempt shares the text.
-        match RecordedResult::of(result) {
-            Ok(recorded) => {
+        match &inner.memory {
+            // The text goes from the buffer it is written into straight into
+            // the store, which answers at once and never fails.
+            Some(memory) => {
                 let now_ms = inner.clock.now_ms();
-                let first = match &inner.memory {
-                    Some(memory) => {
-                        Ok(memory.complete_now(lease.record, &lease.token, &recorded, now_ms))
-                    }
-                    None => {
-                        inner
-                            .store
-                            .complete(
-                                lease.record,
-                                &lease.token,
-                                recorded.clone(),
-                                now_ms,
-                                inner.retention,
-                            )
-                            .await
-                    }
-                };
-                if let Err(error) = completed(call, first, 1) {
-                    // Boxed: only a failing store needs the retries and
-                    // their timer, and the future of every call would carry
-                    // them otherwise.
-                    Box::pin(self.record_again(call, lease, recorded, error)).await;
+                match memory.complete_serialized(lease.record, &lease.token, result, now_ms) {
+                    Ok(recorded) => log_recorded(call, recorded, 1),
+                    Err(error) => not_json(call, &error),
                 }
             }
-            Err(error) => {
-                tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call's result cannot be recorded: it is not JSON");
-            }
+            None => self.record_in_store(call, lease, result).await,
         }
         // Whatever happened, the key must not be released now: the call ran.
         lease.held = false;
+    }
+
+    /// [`record`](Self::record) in a store other than the in-memory one.
+    async fn record_in_store(&self, call: &KeyedCall, lease: &Lease<'_>, result: &CallToolResult) {
+        let inner = &*self.inner;
+        // Written once; each attempt shares the text.
+        let recorded = match RecordedResult::of(result) {
+            Ok(recorded) => recorded,
+            Err(error) => return not_json(call, &error),
+        };
+        let now_ms = inner.clock.now_ms();
+        let first = inner
+            .store
+            .complete(
+                lease.record,
+                &lease.token,
+                recorded.clone(),
+                now_ms,
+                inner.retention,
+            )
+            .await;
+        if let Err(error) = completed(call, first, 1) {
+            // Boxed: only a failing store needs the retries and their timer,
+            // and the future of every call would carry them otherwise.
+            Box::pin(self.record_again(call, lease, recorded, error)).await;
+        }
     }
 
     /// The attempts of [`record`](Self::record) after the first failed with
@@ -792,6 +820,12 @@ impl Idempotency {
     }
 }
 
+/// Logs a result that cannot be recorded.
+#[cold]
+fn not_json(call: &KeyedCall, error: &serde_json::Error) {
+    tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call's result cannot be recorded: it is not JSON");
+}
+
 /// Logs a key taken over from a call whose lease is over.
 #[cold]
 fn took_over(call: &KeyedCall, previous: &Record) {
@@ -801,24 +835,25 @@ fn took_over(call: &KeyedCall, previous: &Record) {
     );
 }
 
-/// Logs what the store answered to attempt `attempt` at recording a keyed
-/// call's result; its error, when it failed.
+/// Logs whether attempt `attempt` at recording a keyed call's result did
+/// (false: the call's lease was taken over meanwhile).
+fn log_recorded(call: &KeyedCall, recorded: bool, attempt: u32) {
+    if recorded {
+        tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), attempt, "keyed call completed and recorded");
+    } else {
+        tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed but not recorded: its lease was taken over meanwhile");
+    }
+}
+
+/// [`log_recorded`] of what the store answered to attempt `attempt`; its
+/// error, when it failed.
 fn completed(
     call: &KeyedCall,
     outcome: Result<bool, StoreError>,
     attempt: u32,
 ) -> Result<(), StoreError> {
-    match outcome {
-        Ok(true) => {
-            tracing::debug!(tool = %call.tool(), key = %escape::quoted(call.key()), attempt, "keyed call completed and recorded");
-            Ok(())
-        }
-        Ok(false) => {
-            tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), "keyed call completed but not recorded: its lease was taken over meanwhile");
-            Ok(())
-        }
-        Err(error) => Err(error),
-    }
+    log_recorded(call, outcome?, attempt);
+    Ok(())
 }
 
 /// The reservation of a running call. Dropped while still held (the
@@ -860,8 +895,23 @@ impl Drop for Lease<'_> {
     }
 }
 
+/// The refusal of a keyed call whose key `problem` says what is wrong
+/// with.
+#[cold]
+fn key_refused(tool: &str, key_field: &str, problem: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "the idempotency key `{key_field}` of `{tool}` {problem}: send a string of 1 to {} \
+             characters that names this operation, and the same one on every resend",
+            defaults::MAX_KEY_CHARS
+        ),
+        Some(json!({ "tool": tool, "idempotencyKeyField": key_field })),
+    )
+}
+
 /// The refusal of a keyed call whose argument `name` holds `number`, a
 /// double that may stand for many integers.
+#[cold]
 fn rounded_refused(
     tool: &str,
     key_field: &str,
@@ -918,6 +968,7 @@ fn refusal(
     ErrorData::new(ErrorCode(code), message, Some(data))
 }
 
+#[cold]
 fn store_failed(call: &KeyedCall, error: &StoreError) -> ErrorData {
     tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call refused: the store cannot say whether the key was used, so the call does not run");
     refusal(
