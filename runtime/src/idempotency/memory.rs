@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -104,7 +104,7 @@ enum SlotState {
     /// completes.
     InProgress {
         key: RecordKey,
-        token: String,
+        token: Arc<str>,
         lease_until_ms: u64,
     },
     /// The key and result are in [`Texts`].
@@ -137,7 +137,7 @@ impl Digest {
 #[derive(Clone, Copy)]
 pub(crate) struct Ask<'a> {
     pub(crate) arguments: Arguments<'a>,
-    pub(crate) token: &'a str,
+    pub(crate) token: Token<'a>,
     pub(crate) now_ms: u64,
     pub(crate) lease_until_ms: u64,
     pub(crate) retention: Duration,
@@ -150,11 +150,18 @@ pub(crate) enum Arguments<'a> {
     Text(&'a str),
 }
 
+/// [`Claim::token`]: shared with the call, or the text.
+#[derive(Clone, Copy)]
+pub(crate) enum Token<'a> {
+    Shared(&'a Arc<str>),
+    Text(&'a str),
+}
+
 impl<'a> Ask<'a> {
     fn of(claim: &'a Claim) -> Ask<'a> {
         Ask {
             arguments: Arguments::Text(&claim.arguments),
-            token: &claim.token,
+            token: Token::Text(&claim.token),
             now_ms: claim.now_ms,
             lease_until_ms: claim.lease_until_ms,
             retention: claim.retention,
@@ -196,7 +203,7 @@ impl Slot {
                 lease_until_ms,
                 ..
             } => RecordState::InProgress {
-                token: token.clone(),
+                token: token.to_string(),
                 lease_until_ms: *lease_until_ms,
             },
             SlotState::Completed {
@@ -427,7 +434,10 @@ impl State {
             created_ms: ask.now_ms,
             state: SlotState::InProgress {
                 key: key.clone(),
-                token: ask.token.to_owned(),
+                token: match ask.token {
+                    Token::Shared(token) => token.clone(),
+                    Token::Text(token) => token.into(),
+                },
                 lease_until_ms: ask.lease_until_ms,
             },
         }
@@ -687,7 +697,7 @@ impl IdempotencyStore for MemoryStore {
                 token: held,
                 lease_until_ms: until,
                 ..
-            } if held == token => {
+            } if **held == *token => {
                 *until = lease_until_ms;
                 Ok(true)
             }

@@ -115,7 +115,7 @@ pub use store::{
 };
 
 use clock::after;
-use memory::{Arguments, Ask};
+use memory::{Arguments, Ask, Token};
 
 /// The `_meta` key of a keyed tool's definition naming the argument that
 /// carries its idempotency key: `"_meta": {"mcp-hints/idempotencyKey":
@@ -373,18 +373,25 @@ fn rounded_number<'a>(
 
 /// A token unique to one call: this process's random UUID and a count, so
 /// that no two calls anywhere share one, without a system call per call.
-fn lease_token() -> String {
+/// Shared by the call and the in-memory store's record of it.
+fn lease_token() -> Arc<str> {
     static PROCESS: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| uuid::Uuid::new_v4().to_string());
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut digits = itoa::Buffer::new();
     let digits = digits.format(call);
-    let mut token = String::with_capacity(PROCESS.len() + 1 + digits.len());
-    token.push_str(&PROCESS);
-    token.push('-');
-    token.push_str(digits);
-    token
+    // Written on the stack (a UUID, a dash and at most 20 digits), so that
+    // the token costs one allocation, its own.
+    let mut token = [0; 64];
+    let parts = [PROCESS.as_bytes(), b"-", digits.as_bytes()];
+    let mut len = 0;
+    for part in parts {
+        token[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    // A UUID's text and digits: ASCII.
+    Arc::from(std::str::from_utf8(&token[..len]).unwrap_or_default())
 }
 
 /// A keyed call, checked and ready to be run by [`Idempotency::run`].
@@ -543,7 +550,7 @@ impl Idempotency {
                         &call.record,
                         Ask {
                             arguments: Arguments::Sha256(&call.digest),
-                            token: &token,
+                            token: Token::Shared(&token),
                             now_ms,
                             lease_until_ms,
                             retention: inner.retention,
@@ -553,7 +560,7 @@ impl Idempotency {
                         let claim = claim.get_or_insert_with(|| {
                             Box::new(Claim {
                                 arguments: call.arguments_digest().to_owned(),
-                                token: token.clone(),
+                                token: token.to_string(),
                                 now_ms,
                                 lease_until_ms,
                                 retention: inner.retention,
@@ -654,7 +661,7 @@ impl Idempotency {
     async fn run_reserved<F>(
         &self,
         call: &KeyedCall,
-        token: String,
+        token: Arc<str>,
         handler: F,
     ) -> Result<CallToolResponse, ErrorData>
     where
@@ -862,7 +869,7 @@ fn completed(
 struct Lease<'a> {
     store: &'a Arc<dyn IdempotencyStore>,
     record: &'a RecordKey,
-    token: String,
+    token: Arc<str>,
     held: bool,
 }
 
