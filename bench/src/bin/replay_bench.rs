@@ -15,14 +15,16 @@
 //!    call that succeeds, the same request on the wire (goal: at most
 //!    1.05x).
 //!
-//! Each pair runs in interleaved rounds (which side goes first alternates);
-//! a round times a batch of calls of each side, one after the other, and a
-//! ratio is the median over the rounds of each round's own ratio, with the
-//! rounds' lowest and highest: the two sides of one round ran within
-//! milliseconds of each other, so a slow spell of a loaded machine slows
-//! both, where a ratio of the two sides' medians can pair a slow spell of
-//! one with a quiet one of the other. Times are the medians of the rounds'
-//! per-call times.
+//! Each pair with a goal runs in rounds of a batch of calls of each side,
+//! made call by call alternately, every call timed and the times summed by
+//! side; a ratio is the median over the rounds of each round's own ratio,
+//! with the rounds' lowest and highest. Two calls in a row run within
+//! microseconds of each other, so a slow spell of a loaded machine slows
+//! both sides alike: timed instead as a batch of one side and then one of
+//! the other, 12 ms each, rounds of a pair whose instructions differ by 1%
+//! ranged from 0.61x to 1.91x on a shared virtual machine; alternately,
+//! from 1.05x to 1.13x. The duplicate hit is timed in a batch of its own
+//! after each round. Times are the medians of the rounds' per-call times.
 //!
 //! Run: `cargo run --release -p mcp-hints-bench --bin replay_bench -- [--rounds N] [--batch N]`.
 //!
@@ -147,6 +149,40 @@ async fn per_call<F: Future<Output = ()>>(batch: usize, mut one: impl FnMut(usiz
         one(n).await;
     }
     started.elapsed().as_secs_f64() / batch as f64
+}
+
+/// Seconds per call of each of two sides, `batch` calls of each made call
+/// by call alternately (which goes first alternates too), every call timed
+/// and the times summed by side: a slow spell of the machine, which can
+/// last longer than a call but rarely longer than a few, falls on both
+/// sides alike, and every cost of either side, rare ones included, is in
+/// its sum.
+async fn alternately<A, B>(
+    batch: usize,
+    mut one: impl FnMut() -> A,
+    mut other: impl FnMut() -> B,
+) -> (f64, f64)
+where
+    A: Future<Output = ()>,
+    B: Future<Output = ()>,
+{
+    async fn timed(call: impl Future<Output = ()>) -> Duration {
+        let started = Instant::now();
+        call.await;
+        started.elapsed()
+    }
+    let (mut spent_one, mut spent_other) = (Duration::ZERO, Duration::ZERO);
+    for n in 0..batch {
+        if n % 2 == 0 {
+            spent_one += timed(one()).await;
+            spent_other += timed(other()).await;
+        } else {
+            spent_other += timed(other()).await;
+            spent_one += timed(one()).await;
+        }
+    }
+    let per_call = |spent: Duration| spent.as_secs_f64() / batch as f64;
+    (per_call(spent_one), per_call(spent_other))
 }
 
 /// The options, as the README's commands give them.
@@ -367,26 +403,21 @@ async fn keyed_against_unkeyed(rounds: usize, batch: usize, keys: &AtomicU64) {
         .await
         .expect("append_keyed answers");
     let (mut unkeyed, mut keyed, mut hits) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let plain = || {
-            per_call(batch, |_| async {
+    for _ in 0..rounds {
+        let (plain, with_key) = alternately(
+            batch,
+            || async {
                 let args = json!({"request_id": fresh_key(), "text": "x"});
                 client.call_tool(call("append", args)).await.unwrap();
-            })
-        };
-        let with_key = || {
-            per_call(batch, |_| async {
+            },
+            || async {
                 let args = json!({"request_id": fresh_key(), "text": "x"});
                 client.call_tool(call("append_keyed", args)).await.unwrap();
-            })
-        };
-        if round % 2 == 0 {
-            unkeyed.push(plain().await);
-            keyed.push(with_key().await);
-        } else {
-            keyed.push(with_key().await);
-            unkeyed.push(plain().await);
-        }
+            },
+        )
+        .await;
+        unkeyed.push(plain);
+        keyed.push(with_key);
         hits.push(
             per_call(batch, |_| async {
                 client.call_tool(duplicate.clone()).await.unwrap();
@@ -475,24 +506,19 @@ async fn replay_safe_client(rounds: usize, batch: usize) {
         .await
         .expect("the replay-safe client collects the tools");
     let (mut rmcp_times, mut safe_times) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let plain = || {
-            per_call(batch, |_| async {
+    for _ in 0..rounds {
+        let (plain, replay_safe) = alternately(
+            batch,
+            || async {
                 bare.call_tool(count()).await.unwrap();
-            })
-        };
-        let replay_safe = || {
-            per_call(batch, |_| async {
+            },
+            || async {
                 safe.call_tool(ToolCall::new("count")).await.unwrap();
-            })
-        };
-        if round % 2 == 0 {
-            rmcp_times.push(plain().await);
-            safe_times.push(replay_safe().await);
-        } else {
-            safe_times.push(replay_safe().await);
-            rmcp_times.push(plain().await);
-        }
+            },
+        )
+        .await;
+        rmcp_times.push(plain);
+        safe_times.push(replay_safe);
     }
     let ratio = Paired::of(&safe_times, &rmcp_times);
     let (rmcp_time, safe_time) = (median(&rmcp_times), median(&safe_times));
