@@ -46,6 +46,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -54,7 +55,9 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, JsonObject,
     ListToolsRequest, PaginatedRequestParams, ServerResult,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RunningService, Service, ServiceError};
+use rmcp::service::{
+    Peer, PeerRequestOptions, RequestHandle, RunningService, Service, ServiceError,
+};
 use rmcp::{ErrorData, RoleClient};
 use serde_json::Value;
 use tower::retry::budget::{Budget, TpsBudget};
@@ -63,6 +66,8 @@ use crate::collect::{CollectError, CollectOptions, Collector, ListedTool, ToolLi
 use crate::hints::ToolHints;
 use crate::idempotency::{REPLAYED_META_KEY, codes};
 use crate::policy::{Decision, Trust, Verdict};
+
+mod deadlines;
 
 /// Every default of the client, in one place.
 pub mod defaults {
@@ -567,6 +572,7 @@ impl ReplaySafeClientBuilder {
                 0,
             )),
             in_doubt: Arc::new(Mutex::new(Vec::new())),
+            deadlines: Arc::default(),
         })
     }
 }
@@ -631,6 +637,8 @@ pub struct ReplaySafeClient {
     /// Held while the connection is made again, so that it is made once.
     reconnecting: tokio::sync::Mutex<()>,
     in_doubt: Arc<Mutex<Vec<DeliveryUnknown>>>,
+    /// When each `tools/call` in flight stops waiting for its response.
+    deadlines: Arc<deadlines::Deadlines>,
 }
 
 impl fmt::Debug for ReplaySafeClient {
@@ -933,16 +941,41 @@ impl ReplaySafeClient {
         let params = CallToolRequestParams::new(tries.call.tool.clone())
             .with_arguments(tries.call.arguments.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(self.options.call_timeout);
-        let handle = match peer.send_request_with_option(request, options).await {
+        // The timeout is the client's own (`deadlines`), not rmcp's timer
+        // per request.
+        let options = PeerRequestOptions::no_options();
+        let mut handle = match peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
             // Refused before it was handed to the transport.
             Err(error) => return Attempt::NotSent(Box::new(error)),
         };
+        let deadline = self.deadlines.start(self.options.call_timeout);
         let earlier = doubt
             .call
             .replace((tries.call.clone(), (tries.attempts, tries.asks)));
-        let answer = handle.await_response().await;
+        let answer = std::future::poll_fn(|cx| match Pin::new(&mut handle.rx).poll(cx) {
+            Poll::Ready(answer) => Poll::Ready(Some(answer)),
+            Poll::Pending if deadline.passed(cx) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        })
+        .await;
+        drop(deadline);
+        // What rmcp's `await_response` gives with a timeout: a dropped
+        // responder is a closed transport, and a request that timed out is
+        // cancelled (`notifications/cancelled`, "request timeout").
+        let answer = match answer {
+            Some(Ok(answer)) => answer,
+            Some(Err(_dropped)) => Err(ServiceError::TransportClosed),
+            None => {
+                let reason = RequestHandle::<RoleClient>::REQUEST_TIMEOUT_REASON;
+                if let Err(error) = handle.cancel(Some(reason.to_owned())).await {
+                    tracing::debug!(%error, "notifications/cancelled for a timed-out tools/call was not sent");
+                }
+                Err(ServiceError::Timeout {
+                    timeout: self.options.call_timeout,
+                })
+            }
+        };
         // An earlier lost attempt keeps the call in doubt; this one is over.
         doubt.call = earlier;
         match answer {
