@@ -249,6 +249,9 @@ struct Texts {
     /// The bytes of the texts kept, and of the pages holding them.
     kept: usize,
     held: usize,
+    /// Pages freed behind a page still in use: their places in `pages`
+    /// stay, so that the pages after them keep their numbers.
+    freed: usize,
 }
 
 struct Page {
@@ -353,18 +356,25 @@ impl Texts {
             } else {
                 self.held = self.held.saturating_sub(page.text.capacity());
                 page.text = Vec::new();
+                self.freed += 1;
             }
         }
+        // A page with no records before the last is a freed one (`add`
+        // drops an unused last page before it makes another).
         while self.pages.len() > 1 && self.pages.front().is_some_and(|page| page.records == 0) {
             self.pages.pop_front();
             self.first += 1;
+            self.freed = self.freed.saturating_sub(1);
         }
     }
 
     /// Whether the pages hold more than twice the texts kept (and a few
-    /// pages more): records have left out of order.
+    /// pages more), or more than half the places in `pages` are of freed
+    /// pages (and more than a few): records have left out of order, or one
+    /// kept long holds the first page while the pages after it come and go.
     fn wasteful(&self) -> bool {
         self.held > 2 * self.kept + 4 * Self::PAGE
+            || (self.freed > 64 && self.freed > self.pages.len() / 2)
     }
 }
 
@@ -885,6 +895,55 @@ mod tests {
             store.reserve(&key(&name), &claim).await.unwrap();
             assert_eq!(&held(&store, &name, 2).await.arguments, text);
         }
+    }
+
+    #[tokio::test]
+    async fn pages_behind_a_record_kept_long_do_not_pile_up() {
+        let store = MemoryStore::new();
+        store.reserve(&key("old"), &claim("old", 1)).await.unwrap();
+        store
+            .complete(&key("old"), "old", json!({}).into(), 1, Duration::ZERO)
+            .await
+            .unwrap();
+        // Two keys reused past a retention of 1 ms, each result a sixteenth
+        // of a page: a page filled every 16 calls, emptied soon after,
+        // behind the first page, which "old" holds.
+        let text = "x".repeat(4_000);
+        let mut now = 2;
+        for round in 0..20_000_u64 {
+            now += 10;
+            let token = round.to_string();
+            let claim = Claim {
+                retention: Duration::from_millis(1),
+                ..claim(&token, now)
+            };
+            let name = if round % 2 == 0 { "b" } else { "c" };
+            assert_eq!(
+                store.reserve(&key(name), &claim).await.unwrap(),
+                Reservation::Reserved
+            );
+            let result = RecordedResult::from(json!({ "content": text }));
+            assert!(
+                store
+                    .complete(&key(name), &token, result, now, Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert_eq!(store.len(), 3);
+        let pages = store.state().texts.pages.len();
+        assert!(pages <= 200, "{pages} pages for 3 records");
+        // "old" is still kept, whole.
+        let read = Claim {
+            retention: Duration::from_secs(3_600),
+            ..claim("read", now)
+        };
+        let Reservation::Held(old) = store.reserve(&key("old"), &read).await.unwrap() else {
+            panic!("\"old\" is kept");
+        };
+        assert!(
+            matches!(old.state, RecordState::Completed { result, .. } if result.as_str() == "{}")
+        );
     }
 
     #[tokio::test]
