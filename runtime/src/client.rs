@@ -949,7 +949,7 @@ impl ReplaySafeClient {
             // Refused before it was handed to the transport.
             Err(error) => return Attempt::NotSent(Box::new(error)),
         };
-        let deadline = self.deadlines.start(self.options.call_timeout);
+        let mut deadline = self.deadlines.start(self.options.call_timeout);
         let earlier = doubt
             .call
             .replace((tries.call.clone(), (tries.attempts, tries.asks)));
