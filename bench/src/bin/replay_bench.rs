@@ -428,7 +428,9 @@ async fn keyed_against_unkeyed(rounds: usize, batch: usize, keys: &AtomicU64) {
     let (keyed_ratio, hit_ratio) = (Paired::of(&keyed, &unkeyed), Paired::of(&hits, &unkeyed));
     let (unkeyed, keyed, hits) = (median(&unkeyed), median(&keyed), median(&hits));
     println!("{rounds} rounds of {batch} calls each, in-process over a duplex pair\n");
-    println!("| measure | time per call | ratio |");
+    println!(
+        "| measure | time per call (median of rounds) | ratio (median of the rounds' own ratios) |"
+    );
     println!("|---|---|---|");
     println!(
         "| unkeyed `tools/call` (additive write, the same arguments) | {} | 1.00x |",
@@ -522,7 +524,9 @@ async fn replay_safe_client(rounds: usize, batch: usize) {
     }
     let ratio = Paired::of(&safe_times, &rmcp_times);
     let (rmcp_time, safe_time) = (median(&rmcp_times), median(&safe_times));
-    println!("\n| client, a call that succeeds | time per call | ratio |");
+    println!(
+        "\n| client, a call that succeeds | time per call (median of rounds) | ratio (median of the rounds' own ratios) |"
+    );
     println!("|---|---|---|");
     println!("| rmcp `Peer::call_tool` | {} | 1.00x |", micros(rmcp_time));
     println!(
