@@ -770,23 +770,12 @@ impl Idempotency {
 
     /// [`record`](Self::record) in a store other than the in-memory one.
     async fn record_in_store(&self, call: &KeyedCall, lease: &Lease<'_>, result: &CallToolResult) {
-        let inner = &*self.inner;
         // Written once; each attempt shares the text.
         let recorded = match RecordedResult::of(result) {
             Ok(recorded) => recorded,
             Err(error) => return not_json(call, &error),
         };
-        let now_ms = inner.clock.now_ms();
-        let first = inner
-            .store
-            .complete(
-                lease.record,
-                &lease.token,
-                recorded.clone(),
-                now_ms,
-                inner.retention,
-            )
-            .await;
+        let first = self.complete_in_store(lease, &recorded).await;
         if let Err(error) = completed(call, first, 1) {
             // Boxed: only a failing store needs the retries and their timer,
             // and the future of every call would carry them otherwise.
@@ -803,27 +792,36 @@ impl Idempotency {
         recorded: RecordedResult,
         mut error: StoreError,
     ) {
-        let inner = &*self.inner;
         for attempt in 2..=defaults::COMPLETE_ATTEMPTS {
             tracing::warn!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, attempt = attempt - 1, "recording a keyed call's result failed; trying again");
             tokio::time::sleep(defaults::WAIT_POLL_MIN * (attempt - 1)).await;
-            let now_ms = inner.clock.now_ms();
-            let outcome = inner
-                .store
-                .complete(
-                    lease.record,
-                    &lease.token,
-                    recorded.clone(),
-                    now_ms,
-                    inner.retention,
-                )
-                .await;
+            let outcome = self.complete_in_store(lease, &recorded).await;
             match completed(call, outcome, attempt) {
                 Ok(()) => return,
                 Err(again) => error = again,
             }
         }
         tracing::error!(tool = %call.tool(), key = %escape::quoted(call.key()), %error, "keyed call completed but not recorded: the store failed; a resend after the lease is over will run it again");
+    }
+
+    /// One attempt to record `recorded` under `lease` in the store, now.
+    async fn complete_in_store(
+        &self,
+        lease: &Lease<'_>,
+        recorded: &RecordedResult,
+    ) -> Result<bool, StoreError> {
+        let inner = &*self.inner;
+        let now_ms = inner.clock.now_ms();
+        inner
+            .store
+            .complete(
+                lease.record,
+                &lease.token,
+                recorded.clone(),
+                now_ms,
+                inner.retention,
+            )
+            .await
     }
 }
 
